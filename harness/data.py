@@ -1,0 +1,164 @@
+"""MNIST as tensors: loaded once, subset and normalised, then kept on the training device.
+
+Two sources are accepted for ``data.root``:
+* a folder holding the four canonical gzip files flat (as in ``../shared/data/mnist``); their
+  md5 sums are checked and the files are parsed directly;
+* otherwise torchvision's layout ``<root>/MNIST/raw``, which torchvision downloads when the files
+  are missing and the machine is online.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from harness.errors import DataError
+
+log = logging.getLogger(__name__)
+
+# The canonical files and their md5 sums (the same ones torchvision checks).
+MNIST_FILES = {
+    "train-images-idx3-ubyte.gz": "f68b3c2dcbeaaa9fbdd348bbdeb94873",
+    "train-labels-idx1-ubyte.gz": "d53e105ee54ea40749a09fcbcd1e9432",
+    "t10k-images-idx3-ubyte.gz": "9fb629c4189551a2d022fa330f9573f3",
+    "t10k-labels-idx1-ubyte.gz": "ec29112dd5afa0611ce80d1b7f02629c",
+}
+MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
+NORMALIZATIONS = ("standard", "unit")
+NUM_CLASSES = 10
+
+# IDX element types: https://yann.lecun.com/exdb/mnist/ (only unsigned bytes occur in MNIST).
+_IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+
+@dataclass(frozen=True)
+class TensorData:
+    """A classification data set held as whole tensors (rows are flattened examples)."""
+
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+
+    @property
+    def num_features(self) -> int:
+        return self.x_train.shape[1]
+
+    @property
+    def num_classes(self) -> int:
+        return NUM_CLASSES
+
+    def to(self, device: torch.device, dtype: torch.dtype) -> TensorData:
+        return TensorData(
+            self.x_train.to(device=device, dtype=dtype),
+            self.y_train.to(device=device),
+            self.x_test.to(device=device, dtype=dtype),
+            self.y_test.to(device=device),
+        )
+
+
+def read_idx(data: bytes, name: str = "IDX data") -> np.ndarray:
+    """Parse an (uncompressed) IDX file: magic 0x0000 <type> <ndim>, ndim big-endian sizes, data."""
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _IDX_DTYPES:
+        raise DataError(f"{name} is not an IDX file (bad magic number)")
+    ndim = data[3]
+    shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
+    dtype = np.dtype(_IDX_DTYPES[data[2]])
+    offset = 4 + 4 * ndim
+    expected = int(np.prod(shape)) * dtype.itemsize
+    if len(data) - offset != expected:
+        raise DataError(
+            f"{name} is truncated or padded: {len(data) - offset} bytes, {expected} expected"
+        )
+    return np.frombuffer(data, dtype=dtype, offset=offset).reshape(shape)
+
+
+def _md5(path: Path) -> str:
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def _load_flat_folder(root: Path, verify_md5: bool) -> tuple[np.ndarray, ...]:
+    arrays = []
+    for name, md5 in MNIST_FILES.items():
+        path = root / name
+        if verify_md5 and _md5(path) != md5:
+            raise DataError(
+                f"{path} has the wrong md5 (expected {md5}): the file is corrupt or not MNIST "
+                "(set data.verify_md5=false for other data in MNIST's format)"
+            )
+        arrays.append(read_idx(gzip.decompress(path.read_bytes()), str(path)))
+    return tuple(arrays)
+
+
+def _load_torchvision(root: Path) -> tuple[np.ndarray, ...]:
+    from torchvision.datasets import MNIST  # heavy import, only on this path
+
+    arrays = []
+    for train in (True, False):
+        try:
+            ds = MNIST(str(root), train=train, download=True)
+        except Exception as exc:  # network errors, bad archives: all mean "no data here"
+            raise DataError(
+                f"no MNIST found in data.root={root} and downloading it failed ({exc}); point "
+                f"data.root at a folder holding the four files {', '.join(MNIST_FILES)}"
+            ) from exc
+        arrays += [ds.data.numpy(), ds.targets.numpy()]
+    return tuple(arrays)
+
+
+def _subset(n_total: int, size: int | None, generator: torch.Generator, what: str) -> torch.Tensor:
+    if size is None:
+        return torch.arange(n_total)
+    if size > n_total:
+        raise DataError(f"{what} must be at most {n_total} (the data has {n_total}), got {size}")
+    return torch.randperm(n_total, generator=generator)[:size].sort().values
+
+
+def load_mnist(
+    root: str | Path,
+    train_size: int | None = None,
+    test_size: int | None = None,
+    subset_seed: int = 0,
+    normalization: str = "standard",
+    verify_md5: bool = True,
+) -> TensorData:
+    """Load MNIST from ``root`` as float32 tensors on the CPU, flattened to 784 features."""
+    root = Path(root).expanduser()
+    if not root.is_dir():
+        raise DataError(
+            f"data.root={root} is not a folder; give the folder holding the MNIST files"
+        )
+    present = [name for name in MNIST_FILES if (root / name).is_file()]
+    if present:
+        missing = [name for name in MNIST_FILES if name not in present]
+        if missing:
+            raise DataError(f"data.root={root} lacks {', '.join(missing)}")
+        x_train, y_train, x_test, y_test = _load_flat_folder(root, verify_md5)
+    else:
+        x_train, y_train, x_test, y_test = _load_torchvision(root)
+    log.info("MNIST loaded from %s: %d train, %d test", root, len(y_train), len(y_test))
+
+    # One generator for both subsets: the subset is part of the problem, not of the run's seed.
+    generator = torch.Generator().manual_seed(subset_seed)
+    train_idx = _subset(len(y_train), train_size, generator, "data.train_size")
+    test_idx = _subset(len(y_test), test_size, generator, "data.test_size")
+
+    def features(images: np.ndarray, idx: torch.Tensor) -> torch.Tensor:
+        x = torch.from_numpy(images.reshape(len(images), -1)[idx.numpy()]).float() / 255.0
+        return (x - MNIST_MEAN) / MNIST_STD if normalization == "standard" else x
+
+    def labels(targets: np.ndarray, idx: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(targets[idx.numpy()].astype(np.int64))
+
+    return TensorData(
+        features(x_train, train_idx),
+        labels(y_train, train_idx),
+        features(x_test, test_idx),
+        labels(y_test, test_idx),
+    )

@@ -1,0 +1,152 @@
+"""The single-run training engine: a plain, compact loop over pre-loaded tensors.
+
+Data stays on the training device; each epoch draws a seeded permutation and mini-batches are
+slices of it (no per-sample DataLoader in the hot loop). Mini-batch losses are buffered on the
+device and read back every `log_every` steps, so the loop synchronises rarely.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch.nn import functional as F
+from tqdm.auto import tqdm
+
+from harness.data import TensorData
+
+EVAL_CHUNK = 10_000  # rows per forward pass during evaluation: bounds memory on any device
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When things happen in a run (all counts in optimizer steps)."""
+
+    batch_size: int
+    iterations: int
+    eval_every: int
+    log_every: int
+    # A run has diverged when its loss is NaN/inf or exceeds this factor times the initial
+    # training loss (cross-entropy never overflows, it just explodes); None: NaN/inf only.
+    divergence_factor: float | None = 10.0
+
+
+@dataclass
+class Recorder:
+    """Long-format metrics: one (iteration, epoch, time_s, metric, value) row per measurement."""
+
+    steps_per_epoch: int
+    rows: list[tuple[int, float, float, str, float]] = field(default_factory=list)
+
+    def add(self, iteration: int, time_s: float, **metrics: float) -> None:
+        epoch = iteration / self.steps_per_epoch
+        self.rows += [(iteration, epoch, time_s, k, float(v)) for k, v in metrics.items()]
+
+
+@dataclass
+class Outcome:
+    status: str  # "completed" or "diverged"
+    recorder: Recorder
+    diverged_at: int | None
+    train_time_s: float  # optimisation only, evaluations excluded
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+    """Mean cross-entropy and accuracy of `model` on (x, y)."""
+    model.eval()
+    loss_sum = torch.zeros((), device=x.device, dtype=torch.float64)
+    correct = torch.zeros((), device=x.device, dtype=torch.int64)
+    for start in range(0, len(y), EVAL_CHUNK):
+        logits = model(x[start : start + EVAL_CHUNK])
+        target = y[start : start + EVAL_CHUNK]
+        loss_sum += F.cross_entropy(logits, target, reduction="sum").double()
+        correct += (logits.argmax(1) == target).sum()
+    model.train()
+    return loss_sum.item() / len(y), correct.item() / len(y)
+
+
+def train(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    data: TensorData,
+    eval_train_idx: torch.Tensor,
+    schedule: Schedule,
+    order_generator: torch.Generator,
+    progress: bool = False,
+    on_eval: Callable[[int, dict[str, float]], None] | None = None,
+) -> Outcome:
+    """Train `model` for `schedule.iterations` steps, evaluating every `schedule.eval_every`.
+
+    A diverging loss (see Schedule.divergence_factor) ends the run with status "diverged": a
+    result, not an error.
+    """
+    x, y = data.x_train, data.y_train
+    x_eval, y_eval = x[eval_train_idx], y[eval_train_idx]
+    n, bs = len(y), schedule.batch_size
+    steps_per_epoch = n // bs  # the last incomplete batch of an epoch is dropped
+    recorder = Recorder(steps_per_epoch)
+    losses = torch.zeros(schedule.log_every, device=x.device, dtype=x.dtype)
+    train_time = 0.0
+    bar = tqdm(total=schedule.iterations, disable=not progress, mininterval=1.0, unit="it")
+
+    def run_evaluation(iteration: int) -> bool:
+        train_loss, train_acc = evaluate(model, x_eval, y_eval)
+        test_loss, test_acc = evaluate(model, data.x_test, data.y_test)
+        metrics = dict(
+            train_loss=train_loss,
+            train_accuracy=train_acc,
+            test_loss=test_loss,
+            test_accuracy=test_acc,
+        )
+        recorder.add(iteration, train_time, **metrics)
+        if on_eval is not None:
+            on_eval(iteration, metrics)
+        return train_loss
+
+    initial_loss = run_evaluation(0)
+    limit = (
+        math.inf
+        if schedule.divergence_factor is None
+        else schedule.divergence_factor * initial_loss
+    )
+
+    def diverging(loss: float) -> bool:
+        return not math.isfinite(loss) or loss > limit
+
+    perm = torch.empty(0, dtype=torch.int64)
+    status, diverged_at = "completed", None
+    tic = time.perf_counter()
+    for it in range(1, schedule.iterations + 1):
+        pos = (it - 1) % steps_per_epoch
+        if pos == 0:
+            perm = torch.randperm(n, generator=order_generator).to(x.device)
+        idx = perm[pos * bs : (pos + 1) * bs]
+        loss = F.cross_entropy(model(x[idx]), y[idx])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+        losses[(it - 1) % schedule.log_every] = loss.detach()
+
+        # eval_every is a multiple of log_every (validated), so every evaluation is a log point.
+        if it % schedule.log_every == 0 or it == schedule.iterations:
+            k = (it - 1) % schedule.log_every + 1
+            batch_loss = losses[:k].mean().item()  # synchronises the device: time is exact
+            train_time += time.perf_counter() - tic
+            recorder.add(it, train_time, batch_loss=batch_loss, lr=optimizer.param_groups[0]["lr"])
+            bar.update(it - bar.n)
+            bar.set_postfix(loss=f"{batch_loss:.4f}", refresh=False)
+            failed = diverging(batch_loss)
+            if not failed and (it % schedule.eval_every == 0 or it == schedule.iterations):
+                failed = diverging(run_evaluation(it))
+            if failed:
+                status, diverged_at = "diverged", it
+                break
+            tic = time.perf_counter()
+    bar.close()
+    return Outcome(status, recorder, diverged_at, train_time)

@@ -1,0 +1,14 @@
+"""User-facing errors: reported as one line on stderr, never as a traceback."""
+
+
+class HarnessError(Exception):
+    """A mistake in the user's input (config, data folder, paths) with a message that says how
+    to fix it. Entry points print it as a single line and exit with status 2."""
+
+
+class ConfigError(HarnessError):
+    """An invalid configuration value."""
+
+
+class DataError(HarnessError):
+    """Missing, incomplete or corrupt data."""

@@ -1,0 +1,216 @@
+"""One training run from a composed config: validate, build, train, write results."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import platform
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from harness import engine
+from harness.data import TensorData
+from harness.errors import ConfigError, HarnessError
+from harness.results import config_hash, write_run
+from harness.validate import DTYPES, validate_run
+
+log = logging.getLogger(__name__)
+
+PACKAGES = ("torch", "torchvision", "hydra-core", "numpy", "pandas", "optimizer-harness")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What a run is trained on and how long: shared by every run of a sweep with this config."""
+
+    data: TensorData
+    eval_train_idx: torch.Tensor
+    schedule: engine.Schedule
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device={name} but CUDA is not available here; use device=auto or cpu")
+    return device
+
+
+def run_seeds(seed: int) -> tuple[int, int]:
+    """Independent seeds for weight initialisation and data order, derived from the run's seed."""
+    init_seed, order_seed = np.random.SeedSequence(seed).generate_state(2)
+    return int(init_seed), int(order_seed)
+
+
+def build(node: DictConfig, **kwargs: Any) -> Any:
+    """instantiate() that lets the user-facing errors of our own builders through unwrapped."""
+    try:
+        return instantiate(node, _convert_="all", **kwargs)
+    except InstantiationException as exc:
+        if isinstance(exc.__cause__, HarnessError):
+            raise exc.__cause__ from None
+        raise
+
+
+@functools.lru_cache(maxsize=2)
+def _load_data(data_yaml: str) -> TensorData:
+    # Keyed by the data config's YAML: jobs of a sweep run in one process load MNIST once.
+    return build(OmegaConf.create(data_yaml))
+
+
+def load_problem(cfg: DictConfig, device: torch.device, dtype: torch.dtype) -> Problem:
+    data = _load_data(OmegaConf.to_yaml(cfg.data)).to(device, dtype)
+    n_train = len(data.y_train)
+    train = cfg.train
+    if train.batch_size > n_train:
+        raise ConfigError(
+            f"train.batch_size ({train.batch_size}) is larger than the training set ({n_train})"
+        )
+    steps_per_epoch = n_train // train.batch_size
+    iterations = (
+        train.iterations if train.iterations is not None else train.epochs * steps_per_epoch
+    )
+    # The train-loss subset is fixed (not seeded by the run) so that all runs share it.
+    eval_size = min(train.eval_train_size or n_train, n_train)
+    eval_idx = torch.randperm(n_train, generator=torch.Generator().manual_seed(0))[:eval_size]
+    schedule = engine.Schedule(
+        batch_size=train.batch_size,
+        iterations=iterations,
+        eval_every=train.eval_every,
+        log_every=train.log_every,
+        divergence_factor=train.divergence_factor,
+    )
+    return Problem(data, eval_idx.sort().values.to(device), schedule)
+
+
+def build_optimizer(cfg: DictConfig, model: torch.nn.Module, iterations: int):
+    try:
+        optimizer = instantiate(cfg.optimizer, _convert_="all")(model.parameters())
+        schedule_kwargs = {}
+        if cfg.schedule.get("T_max", "unset") is None:  # cosine over the run's whole length
+            schedule_kwargs["T_max"] = iterations
+        scheduler = instantiate(cfg.schedule, _convert_="all")(optimizer, **schedule_kwargs)
+    except (ValueError, TypeError) as exc:  # torch's own checks of hyper-parameter values
+        raise ConfigError(f"invalid optimizer or schedule setting: {exc}") from None
+    return optimizer, scheduler
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def final_metrics(metrics: pd.DataFrame) -> dict[str, float]:
+    """Last evaluated values, and the best test accuracy seen during the run."""
+    evals = metrics.pivot_table(index="iteration", columns="metric", values="value")
+    evals = evals.dropna(subset=["test_accuracy"])
+    last = evals.iloc[-1]
+    return {
+        "iteration": int(evals.index[-1]),
+        "test_accuracy": float(last["test_accuracy"]),
+        "test_loss": float(last["test_loss"]),
+        "train_loss": float(last["train_loss"]),
+        "train_accuracy": float(last["train_accuracy"]),
+        "best_test_accuracy": float(evals["test_accuracy"].max()),
+    }
+
+
+def show_progress(setting: Any) -> bool:
+    return sys.stderr.isatty() if setting == "auto" else bool(setting)
+
+
+def execute(cfg: DictConfig, out_dir: Path, choices: dict[str, str]) -> dict[str, Any]:
+    """Run one training job described by `cfg` and write its results into `out_dir`.
+
+    `choices` names the config-group options the config was composed from (model, optimizer,
+    ...): they identify the run in the results tables. Returns the run.json record.
+    """
+    started = time.perf_counter()
+    validate_run(cfg)
+    device = resolve_device(cfg.device)
+    if cfg.threads is not None:
+        torch.set_num_threads(cfg.threads)
+    dtype = DTYPES[cfg.train.dtype]
+    problem = load_problem(cfg, device, dtype)
+    init_seed, order_seed = run_seeds(cfg.seed)
+    torch.manual_seed(cfg.seed)  # anything else random (none in the built-in models)
+
+    model = build(
+        cfg.model,
+        in_features=problem.data.num_features,
+        num_classes=problem.data.num_classes,
+        generator=torch.Generator().manual_seed(init_seed),
+    ).to(device=device, dtype=dtype)
+    optimizer, scheduler = build_optimizer(cfg, model, problem.schedule.iterations)
+
+    log.info(
+        "training %s with %s (lr=%g) for %d iterations on %s",
+        choices.get("model"),
+        choices.get("optimizer"),
+        cfg.optimizer.lr,
+        problem.schedule.iterations,
+        device,
+    )
+    outcome = engine.train(
+        model,
+        optimizer,
+        scheduler,
+        problem.data,
+        problem.eval_train_idx,
+        problem.schedule,
+        order_generator=torch.Generator().manual_seed(order_seed),
+        progress=show_progress(cfg.train.progress),
+    )
+    metrics = pd.DataFrame(
+        outcome.recorder.rows, columns=["iteration", "epoch", "time_s", "metric", "value"]
+    )
+    config = OmegaConf.to_container(cfg, resolve=True)
+    record = {
+        "status": outcome.status,
+        "final": final_metrics(metrics),
+        "diverged_at": outcome.diverged_at,
+        "iterations": problem.schedule.iterations,
+        "epochs": problem.schedule.iterations / outcome.recorder.steps_per_epoch,
+        "seed": cfg.seed,
+        "choices": dict(choices),
+        "config_hash": config_hash(config),
+        "config": config,
+        "train_time_s": outcome.train_time_s,
+        "wall_time_s": time.perf_counter() - started,
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "host": socket.gethostname(),
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "versions": package_versions(),
+    }
+    write_run(out_dir, record, metrics)
+    final = record["final"]
+    log.info(
+        "%s: test accuracy %.4f, test loss %.4f, train loss %.4f, %.1f s -> %s",
+        outcome.status,
+        final["test_accuracy"],
+        final["test_loss"],
+        final["train_loss"],
+        record["wall_time_s"],
+        out_dir,
+    )
+    return record

@@ -1,0 +1,137 @@
+"""Checks of a composed run config, each failing with one line that names the key and the fix.
+
+Hydra composes configs without a schema (optimizer and schedule files are free-form keyword
+arguments for their classes), so the values every run relies on are checked here, before
+anything is computed or written.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+from omegaconf import DictConfig
+
+from harness.data import NORMALIZATIONS
+from harness.errors import ConfigError
+from harness.models import INITS, resolve_activations
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def require_int(
+    value: object, key: str, minimum: int | None = None, optional: bool = False
+) -> None:
+    if value is None and optional:
+        return
+    if not _is_int(value):
+        raise ConfigError(f"{key} must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{key} must be >= {minimum}, got {value}")
+
+
+def require_number(value: object, key: str) -> float:
+    if not _is_number(value):
+        raise ConfigError(f"{key} must be a number, got {value!r}")
+    return float(value)
+
+
+def require_choice(value: object, key: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{key} must be one of {', '.join(choices)}; got {value!r}")
+
+
+def validate_optimizer(opt: DictConfig) -> None:
+    if require_number(opt.get("lr"), "optimizer.lr") <= 0:
+        raise ConfigError(f"optimizer.lr must be > 0, got {opt.lr}")
+    if "momentum" in opt:
+        momentum = require_number(opt.momentum, "optimizer.momentum")
+        if not 0 <= momentum < 1:
+            raise ConfigError(f"optimizer.momentum must be in [0, 1), got {momentum}")
+    if "weight_decay" in opt and require_number(opt.weight_decay, "optimizer.weight_decay") < 0:
+        raise ConfigError(f"optimizer.weight_decay must be >= 0, got {opt.weight_decay}")
+
+
+def validate_model(model: DictConfig) -> None:
+    hidden = model.get("hidden")
+    if hidden is None or isinstance(hidden, str) or not all(_is_int(h) and h > 0 for h in hidden):
+        raise ConfigError(f"model.hidden must be a list of positive integers, got {hidden!r}")
+    activations = model.get("activations")
+    if activations is None or isinstance(activations, str):
+        raise ConfigError(f"model.activations must be a list of names, got {activations!r}")
+    if len(hidden) > 0:
+        resolve_activations(hidden, activations)
+    require_choice(model.get("init"), "model.init", INITS)
+    if (
+        model.get("init") == "gaussian"
+        and require_number(model.get("init_std"), "model.init_std") <= 0
+    ):
+        raise ConfigError(f"model.init_std must be > 0, got {model.init_std}")
+
+
+def validate_data(data: DictConfig) -> None:
+    root = data.get("root")
+    if not isinstance(root, str) or not root:
+        raise ConfigError(f"data.root must be a folder path, got {root!r}")
+    require_int(data.get("train_size"), "data.train_size", minimum=1, optional=True)
+    require_int(data.get("test_size"), "data.test_size", minimum=1, optional=True)
+    require_int(data.get("subset_seed"), "data.subset_seed")
+    require_choice(data.get("normalization"), "data.normalization", NORMALIZATIONS)
+    if not isinstance(data.get("verify_md5"), bool):
+        raise ConfigError(f"data.verify_md5 must be true or false, got {data.get('verify_md5')!r}")
+
+
+def validate_train(train: DictConfig) -> None:
+    require_int(train.batch_size, "train.batch_size", minimum=1)
+    if (train.iterations is None) == (train.epochs is None):
+        raise ConfigError(
+            "set exactly one of train.iterations and train.epochs (the other to null), "
+            f"got iterations={train.iterations}, epochs={train.epochs}"
+        )
+    require_int(train.iterations, "train.iterations", minimum=1, optional=True)
+    require_int(train.epochs, "train.epochs", minimum=1, optional=True)
+    require_int(train.log_every, "train.log_every", minimum=1)
+    require_int(train.eval_every, "train.eval_every", minimum=1)
+    if train.eval_every % train.log_every:
+        raise ConfigError(
+            f"train.eval_every ({train.eval_every}) must be a multiple of train.log_every "
+            f"({train.log_every})"
+        )
+    require_int(train.eval_train_size, "train.eval_train_size", minimum=1, optional=True)
+    require_choice(train.dtype, "train.dtype", tuple(DTYPES))
+    if (
+        train.divergence_factor is not None
+        and require_number(train.divergence_factor, "train.divergence_factor") <= 1
+    ):
+        raise ConfigError(
+            f"train.divergence_factor must be > 1 or null, got {train.divergence_factor}"
+        )
+    if train.progress not in ("auto", True, False):
+        raise ConfigError(f"train.progress must be auto, true or false, got {train.progress!r}")
+
+
+def validate_run(cfg: DictConfig) -> None:
+    """Check everything a run needs that can be checked before the data is loaded."""
+    require_int(cfg.seed, "seed", minimum=0)
+    require_int(cfg.threads, "threads", minimum=1, optional=True)
+    if not isinstance(cfg.device, str):
+        raise ConfigError(
+            f"device must be auto or a torch device such as cpu or cuda, got {cfg.device!r}"
+        )
+    if cfg.device != "auto":
+        try:
+            torch.device(cfg.device)
+        except RuntimeError as exc:
+            raise ConfigError(f"device={cfg.device!r} is not a torch device ({exc})") from None
+    validate_train(cfg.train)
+    validate_model(cfg.model)
+    validate_optimizer(cfg.optimizer)
+    validate_data(cfg.data)

@@ -1,0 +1,72 @@
+import gzip
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+
+REPO = Path(__file__).resolve().parent.parent
+CONF_DIR = REPO / "conf"
+# The four canonical MNIST files, beside the repository (as in CI); override with HARNESS_DATA_ROOT.
+MNIST_DIR = Path(os.environ.get("HARNESS_DATA_ROOT", REPO.parent / "shared" / "data" / "mnist"))
+
+
+def write_idx(path: Path, array: np.ndarray, compress: bool = False) -> Path:
+    """Write `array` (uint8) as an IDX file, as MNIST's files are laid out."""
+    header = bytes([0, 0, 0x08, array.ndim]) + b"".join(
+        int(n).to_bytes(4, "big") for n in array.shape
+    )
+    data = header + array.astype(np.uint8).tobytes()
+    path.write_bytes(gzip.compress(data) if compress else data)
+    return path
+
+
+@pytest.fixture
+def tiny_mnist(tmp_path: Path) -> Path:
+    """A tiny MNIST-format data set in torchvision's layout (<root>/MNIST/raw, uncompressed):
+    200 training and 50 test images of 28x28 with labels 0-9."""
+    rng = np.random.default_rng(0)
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    for prefix, n in (("train", 200), ("t10k", 50)):
+        labels = np.arange(n) % 10
+        images = rng.integers(0, 50, size=(n, 28, 28))
+        images[np.arange(n), labels, :] = 255  # a learnable pattern: the label's row is bright
+        write_idx(raw / f"{prefix}-images-idx3-ubyte", images)
+        write_idx(raw / f"{prefix}-labels-idx1-ubyte", labels)
+    return tmp_path
+
+
+@pytest.fixture(scope="session")
+def mnist_dir() -> Path:
+    assert MNIST_DIR.is_dir(), f"the canonical MNIST files are expected in {MNIST_DIR}"
+    return MNIST_DIR
+
+
+def compose_config(overrides: list[str], return_hydra_config: bool = False):
+    """Compose the app's config as Hydra would for `harness-train <overrides>`."""
+    if GlobalHydra.instance().is_initialized():  # inside hydra_context(): reuse it
+        return compose("config", overrides, return_hydra_config=return_hydra_config)
+    with hydra_context():
+        return compose("config", overrides, return_hydra_config=return_hydra_config)
+
+
+def hydra_context():
+    """Initialise Hydra once for many compose_config() calls."""
+    return initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3")
+
+
+def run_cli(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run harness-train as a user would, in `cwd`."""
+    return subprocess.run(
+        [sys.executable, "-c", "from harness.cli import train; train()", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "HARNESS_DATA_ROOT": str(MNIST_DIR)},
+    )

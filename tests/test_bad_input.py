@@ -1,0 +1,86 @@
+"""Bad input: one clear line on stderr, exit status 2, no traceback, nothing that looks like a
+result left behind."""
+
+import shutil
+
+import pytest
+from conftest import run_cli
+
+from harness.data import MNIST_FILES
+
+SMALL = [
+    "data.train_size=500",
+    "data.test_size=100",
+    "train.iterations=5",
+    "train.eval_every=5",
+    "train.log_every=5",
+]
+
+
+@pytest.fixture(scope="module")
+def corrupt_mnist(tmp_path_factory, mnist_dir):
+    folder = tmp_path_factory.mktemp("corrupt")
+    for name in MNIST_FILES:
+        shutil.copy(mnist_dir / name, folder / name)
+    bad = folder / "train-labels-idx1-ubyte.gz"
+    data = bytearray(bad.read_bytes())
+    data[200] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    return folder
+
+
+CASES = {
+    "unknown model": (["model=net9"], "valid model options: mlp, net1, net2, net3"),
+    "unknown optimizer": (["optimizer=adamm"], "valid optimizer options: adadelta, adagrad, adam,"),
+    "unknown schedule": (["schedule=linear"], "valid schedule options: constant, cosine"),
+    "zero lr": (["optimizer.lr=0"], "optimizer.lr must be > 0, got 0"),
+    "negative lr": (["optimizer.lr=-0.1"], "optimizer.lr must be > 0, got -0.1"),
+    "zero batch": (["train.batch_size=0"], "train.batch_size must be >= 1, got 0"),
+    "batch larger than data": (
+        ["train.batch_size=501"],
+        "train.batch_size (501) is larger than the training set (500)",
+    ),
+    "momentum of one": (
+        ["optimizer=momentum", "optimizer.momentum=1.0"],
+        "optimizer.momentum must be in [0, 1), got 1.0",
+    ),
+    "negative momentum": (
+        ["optimizer=nesterov", "optimizer.momentum=-0.5"],
+        "optimizer.momentum must be in [0, 1)",
+    ),
+    "train subset too large": (["data.train_size=60001"], "data.train_size must be at most 60000"),
+    "test subset too large": (["data.test_size=10001"], "data.test_size must be at most 10000"),
+    "missing folder": (["data.root=/no/such/folder"], "data.root=/no/such/folder is not a folder"),
+    "lr of the wrong type": (["optimizer.lr=fast"], "optimizer.lr must be a number, got 'fast'"),
+    "batch of the wrong type": (
+        ["train.batch_size=1.5"],
+        "train.batch_size must be an integer, got 1.5",
+    ),
+    "unknown key": (["train.batchsize=3"], "Could not override 'train.batchsize'"),
+    "invalid beta": (
+        ["optimizer.betas=[1.5,0.9]"],
+        "invalid optimizer or schedule setting: Invalid beta parameter",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_input_is_one_line(case, tmp_path):
+    overrides, expected = CASES[case]
+    out = tmp_path / "run"
+    result = run_cli(*SMALL, *overrides, f"hydra.run.dir={out}", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("harness-train: error: ")
+    assert expected in lines[0]
+    assert not out.exists()  # nothing that looks like a result
+
+
+def test_corrupt_file_is_named(tmp_path, corrupt_mnist):
+    out = tmp_path / "run"
+    result = run_cli(*SMALL, f"data.root={corrupt_mnist}", f"hydra.run.dir={out}", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1
+    assert "train-labels-idx1-ubyte.gz has the wrong md5" in result.stderr
+    assert not out.exists()
