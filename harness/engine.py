@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 from harness.data import TensorData
 
 EVAL_CHUNK = 10_000  # rows per forward pass during evaluation: bounds memory on any device
+METRIC_COLUMNS = ["iteration", "epoch", "time_s", "metric", "value"]
 
 
 @dataclass(frozen=True)

@@ -138,11 +138,32 @@ def show_progress(setting: Any) -> bool:
     return sys.stderr.isatty() if setting == "auto" else bool(setting)
 
 
-def execute(cfg: DictConfig, out_dir: Path, choices: dict[str, str]) -> dict[str, Any]:
-    """Run one training job described by `cfg` and write its results into `out_dir`.
+@dataclass
+class PreparedRun:
+    """A validated run, built and ready to train: what any engine needs to train it and to write
+    its results afterwards."""
+
+    cfg: DictConfig
+    choices: dict[str, str]
+    out_dir: Path
+    problem: Problem
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    order_seed: int
+    device: torch.device
+    started: float  # time.perf_counter() when preparation began
+
+    def order_generator(self) -> torch.Generator:
+        """The generator of the run's data order (a fresh one, at the run's start)."""
+        return torch.Generator().manual_seed(self.order_seed)
+
+
+def prepare(cfg: DictConfig, out_dir: Path, choices: dict[str, str]) -> PreparedRun:
+    """Validate `cfg`, load its data and build its model, optimizer and schedule.
 
     `choices` names the config-group options the config was composed from (model, optimizer,
-    ...): they identify the run in the results tables. Returns the run.json record.
+    ...): they identify the run in the results tables.
     """
     started = time.perf_counter()
     validate_run(cfg)
@@ -153,7 +174,6 @@ def execute(cfg: DictConfig, out_dir: Path, choices: dict[str, str]) -> dict[str
     problem = load_problem(cfg, device, dtype)
     init_seed, order_seed = run_seeds(cfg.seed)
     torch.manual_seed(cfg.seed)  # anything else random (none in the built-in models)
-
     model = build(
         cfg.model,
         in_features=problem.data.num_features,
@@ -161,48 +181,44 @@ def execute(cfg: DictConfig, out_dir: Path, choices: dict[str, str]) -> dict[str
         generator=torch.Generator().manual_seed(init_seed),
     ).to(device=device, dtype=dtype)
     optimizer, scheduler = build_optimizer(cfg, model, problem.schedule.iterations)
-
-    log.info(
-        "training %s with %s (lr=%g) for %d iterations on %s",
-        choices.get("model"),
-        choices.get("optimizer"),
-        cfg.optimizer.lr,
-        problem.schedule.iterations,
-        device,
-    )
-    outcome = engine.train(
+    return PreparedRun(
+        cfg,
+        dict(choices),
+        out_dir,
+        problem,
         model,
         optimizer,
         scheduler,
-        problem.data,
-        problem.eval_train_idx,
-        problem.schedule,
-        order_generator=torch.Generator().manual_seed(order_seed),
-        progress=show_progress(cfg.train.progress),
+        order_seed,
+        device,
+        started,
     )
-    metrics = pd.DataFrame(
-        outcome.recorder.rows, columns=["iteration", "epoch", "time_s", "metric", "value"]
-    )
-    config = OmegaConf.to_container(cfg, resolve=True)
+
+
+def finish(run: PreparedRun, outcome: engine.Outcome) -> dict[str, Any]:
+    """Write a trained run's results into its folder; returns the run.json record."""
+    metrics = pd.DataFrame(outcome.recorder.rows, columns=engine.METRIC_COLUMNS)
+    config = OmegaConf.to_container(run.cfg, resolve=True)
+    iterations = run.problem.schedule.iterations
     record = {
         "status": outcome.status,
         "final": final_metrics(metrics),
         "diverged_at": outcome.diverged_at,
-        "iterations": problem.schedule.iterations,
-        "epochs": problem.schedule.iterations / outcome.recorder.steps_per_epoch,
-        "seed": cfg.seed,
-        "choices": dict(choices),
+        "iterations": iterations,
+        "epochs": iterations / outcome.recorder.steps_per_epoch,
+        "seed": run.cfg.seed,
+        "choices": run.choices,
         "config_hash": config_hash(config),
         "config": config,
         "train_time_s": outcome.train_time_s,
-        "wall_time_s": time.perf_counter() - started,
-        "device": str(device),
+        "wall_time_s": time.perf_counter() - run.started,
+        "device": str(run.device),
         "threads": torch.get_num_threads(),
         "host": socket.gethostname(),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "versions": package_versions(),
     }
-    write_run(out_dir, record, metrics)
+    write_run(run.out_dir, record, metrics)
     final = record["final"]
     log.info(
         "%s: test accuracy %.4f, test loss %.4f, train loss %.4f, %.1f s -> %s",
@@ -211,6 +227,31 @@ def execute(cfg: DictConfig, out_dir: Path, choices: dict[str, str]) -> dict[str
         final["test_loss"],
         final["train_loss"],
         record["wall_time_s"],
-        out_dir,
+        run.out_dir,
     )
     return record
+
+
+def execute(cfg: DictConfig, out_dir: Path, choices: dict[str, str]) -> dict[str, Any]:
+    """Run one training job described by `cfg` with the single-run engine and write its results
+    into `out_dir`. Returns the run.json record."""
+    run = prepare(cfg, out_dir, choices)
+    log.info(
+        "training %s with %s (lr=%g) for %d iterations on %s",
+        choices.get("model"),
+        choices.get("optimizer"),
+        cfg.optimizer.lr,
+        run.problem.schedule.iterations,
+        run.device,
+    )
+    outcome = engine.train(
+        run.model,
+        run.optimizer,
+        run.scheduler,
+        run.problem.data,
+        run.problem.eval_train_idx,
+        run.problem.schedule,
+        order_generator=run.order_generator(),
+        progress=show_progress(cfg.train.progress),
+    )
+    return finish(run, outcome)
