@@ -19,7 +19,6 @@ from tqdm.auto import tqdm
 from harness.data import TensorData
 
 EVAL_CHUNK = 10_000  # rows per forward pass during evaluation: bounds memory on any device
-METRIC_COLUMNS = ["iteration", "epoch", "time_s", "metric", "value"]
 
 
 @dataclass(frozen=True)
@@ -40,7 +39,7 @@ class Recorder:
     """Long-format metrics: one (iteration, epoch, time_s, metric, value) row per measurement."""
 
     steps_per_epoch: int
-    rows: list[tuple[int, float, float, str, float]] = field(default_factory=list)
+    rows: list[tuple[int, float, float, str, float]] = field(default_factory=list)  # METRIC_COLUMNS
 
     def add(self, iteration: int, time_s: float, **metrics: float) -> None:
         epoch = iteration / self.steps_per_epoch

@@ -19,6 +19,10 @@ import pandas as pd
 
 RUN_FILE = "run.json"
 METRICS_FILE = "metrics.parquet"
+# Consolidated tables of a sweep folder.
+RUNS_TABLE = "runs.parquet"
+CURVES_TABLE = "curves.parquet"
+METRIC_COLUMNS = ["iteration", "epoch", "time_s", "metric", "value"]
 # Config keys that say where or how fast a run executes, not what it computes: two runs that
 # differ only in these are the same experiment.
 EXECUTION_KEYS = ("device", "threads", "data.root", "train.progress", "train.engine")
@@ -60,9 +64,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 def write_run(run_dir: Path, record: dict[str, Any], metrics: pd.DataFrame) -> None:
     """Write a finished run: metrics first, then run.json (the completion marker)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    tmp = run_dir / f".{METRICS_FILE}.tmp"
-    metrics.to_parquet(tmp, index=False, compression="zstd")
-    os.replace(tmp, run_dir / METRICS_FILE)
+    _write_table(metrics, run_dir / METRICS_FILE)
     atomic_write_bytes(run_dir / RUN_FILE, json.dumps(record, indent=2, default=str).encode())
 
 
@@ -70,16 +72,22 @@ def read_run(run_dir: Path) -> dict[str, Any]:
     return json.loads((run_dir / RUN_FILE).read_text())
 
 
-def find_run_dirs(paths: str | Path | Iterable[str | Path]) -> list[Path]:
-    """Every finished run folder under one or several paths, sorted."""
-    if isinstance(paths, str | Path):
-        paths = [paths]
-    found: set[Path] = set()
+def _as_list(paths: str | Path | Iterable[str | Path]) -> list[Path]:
+    paths = [paths] if isinstance(paths, str | Path) else list(paths)
     for path in map(Path, paths):
         if not path.exists():
             raise FileNotFoundError(f"no such results folder: {path}")
-        found.update(p.parent for p in path.rglob(RUN_FILE))
-    return sorted(found)
+    return [Path(p) for p in paths]
+
+
+def find_run_dirs(paths: str | Path | Iterable[str | Path]) -> list[Path]:
+    """Every finished run folder under one or several paths, sorted."""
+    return sorted({p.parent for path in _as_list(paths) for p in path.rglob(RUN_FILE)})
+
+
+def find_sweep_dirs(paths: str | Path | Iterable[str | Path]) -> list[Path]:
+    """Every folder under `paths` that holds consolidated tables (runs.parquet)."""
+    return sorted({p.parent for path in _as_list(paths) for p in path.rglob(RUNS_TABLE)})
 
 
 def run_identity(record: dict[str, Any]) -> dict[str, Any]:
@@ -118,23 +126,70 @@ def run_row(record: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     }
 
 
+def _run_curves(run_dir: Path) -> pd.DataFrame:
+    record = read_run(run_dir)
+    metrics = pd.read_parquet(run_dir / METRICS_FILE)
+    ids = {**run_identity(record), "status": record["status"], "run_dir": str(run_dir)}
+    return metrics.assign(**ids)[[*ids, *metrics.columns]]
+
+
+def _consolidated(paths: list[Path], table: str) -> list[pd.DataFrame]:
+    """Consolidated tables under `paths`, with run_dir made a path again (stored relative to
+    its sweep folder, so that committed tables stay valid wherever the repository is)."""
+    frames = []
+    for sweep_dir in find_sweep_dirs(paths):
+        if (sweep_dir / table).exists():
+            frame = pd.read_parquet(sweep_dir / table)
+            frames.append(frame.assign(run_dir=[str(sweep_dir / r) for r in frame["run_dir"]]))
+    return frames
+
+
+def _merge(consolidated: list[pd.DataFrame], fresh: list[pd.DataFrame]) -> pd.DataFrame:
+    """Per-run files win over consolidated rows of the same run (they may be newer)."""
+    fresh_dirs = {d for frame in fresh for d in frame["run_dir"].unique()}
+    kept = [f[~f["run_dir"].isin(fresh_dirs)] for f in consolidated]
+    frames = [f for f in [*kept, *fresh] if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
 def load_runs(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
-    """One row per finished run found under `paths` (a run, a sweep folder, or several)."""
-    rows = [run_row(read_run(d), d) for d in find_run_dirs(paths)]
-    if not rows:
+    """One row per finished run found under `paths` (a run, a sweep folder, or several): from
+    consolidated `runs.parquet` tables and from run folders not yet consolidated."""
+    paths = _as_list(paths)
+    fresh = [pd.DataFrame([run_row(read_run(d), d) for d in find_run_dirs(paths)])]
+    runs = _merge(_consolidated(paths, RUNS_TABLE), fresh)
+    if runs.empty:
         return pd.DataFrame(columns=[*ID_COLUMNS, "status", "run_dir"])
-    return pd.DataFrame(rows)
+    return runs.sort_values([*ID_COLUMNS, "run_dir"], ignore_index=True)
 
 
 def load_curves(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     """Per-step metrics of every run under `paths`, long format, with the identifying columns:
     model, optimizer, ..., seed, status, run_dir, iteration, epoch, time_s, metric, value."""
-    frames = []
-    for run_dir in find_run_dirs(paths):
-        record = read_run(run_dir)
-        metrics = pd.read_parquet(run_dir / METRICS_FILE)
-        ids = {**run_identity(record), "status": record["status"], "run_dir": str(run_dir)}
-        frames.append(metrics.assign(**ids)[[*ids, *metrics.columns]])
-    if not frames:
-        return pd.DataFrame(columns=[*ID_COLUMNS, "status", "run_dir", "iteration", "metric"])
-    return pd.concat(frames, ignore_index=True)
+    paths = _as_list(paths)
+    fresh = [_run_curves(d) for d in find_run_dirs(paths)]
+    curves = _merge(_consolidated(paths, CURVES_TABLE), fresh)
+    if curves.empty:
+        return pd.DataFrame(columns=[*ID_COLUMNS, "status", "run_dir", *METRIC_COLUMNS])
+    return curves
+
+
+def _write_table(frame: pd.DataFrame, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    frame.to_parquet(tmp, index=False, compression="zstd")
+    os.replace(tmp, path)
+
+
+def collect(sweep_dir: str | Path) -> tuple[int, int]:
+    """Consolidate every finished run under `sweep_dir` into `runs.parquet` and `curves.parquet`
+    there (rows of runs whose folders are gone are kept). Returns (runs, curve rows)."""
+    sweep_dir = Path(sweep_dir)
+    runs, curves = load_runs(sweep_dir), load_curves(sweep_dir)
+
+    def relative(frame: pd.DataFrame) -> pd.DataFrame:
+        rel = [os.path.relpath(d, sweep_dir) for d in frame["run_dir"]]
+        return frame.assign(run_dir=rel)
+
+    _write_table(relative(curves), sweep_dir / CURVES_TABLE)
+    _write_table(relative(runs), sweep_dir / RUNS_TABLE)  # last: it marks the sweep consolidated
+    return len(runs), len(curves)

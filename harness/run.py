@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness import engine
 from harness.data import TensorData
 from harness.errors import ConfigError, HarnessError
-from harness.results import config_hash, write_run
+from harness.results import METRIC_COLUMNS, config_hash, write_run
 from harness.validate import DTYPES, validate_run
 
 log = logging.getLogger(__name__)
@@ -197,7 +197,7 @@ def prepare(cfg: DictConfig, out_dir: Path, choices: dict[str, str]) -> Prepared
 
 def finish(run: PreparedRun, outcome: engine.Outcome) -> dict[str, Any]:
     """Write a trained run's results into its folder; returns the run.json record."""
-    metrics = pd.DataFrame(outcome.recorder.rows, columns=engine.METRIC_COLUMNS)
+    metrics = pd.DataFrame(outcome.recorder.rows, columns=METRIC_COLUMNS)
     config = OmegaConf.to_container(run.cfg, resolve=True)
     iterations = run.problem.schedule.iterations
     record = {

@@ -17,6 +17,7 @@ from harness.errors import ConfigError
 from harness.models import INITS, resolve_activations
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
+ENGINES = ("single", "stacked", "auto")
 
 
 def _is_int(value: object) -> bool:
@@ -107,6 +108,7 @@ def validate_train(train: DictConfig) -> None:
         )
     require_int(train.eval_train_size, "train.eval_train_size", minimum=1, optional=True)
     require_choice(train.dtype, "train.dtype", tuple(DTYPES))
+    require_choice(train.engine, "train.engine", ENGINES)
     if (
         train.divergence_factor is not None
         and require_number(train.divergence_factor, "train.divergence_factor") <= 1
