@@ -3,30 +3,27 @@ else is a bug and keeps its traceback."""
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import shutil
-import sys
 from pathlib import Path
-from typing import NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException, MissingConfigException
+from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from harness.errors import HarnessError
-from harness.results import RUN_FILE
+from harness.errors import HarnessError, exit_with_error
+from harness.launcher import defer
+from harness.results import RUN_FILE, collect
+from harness.sweep import already_finished
 
 log = logging.getLogger("harness")
 # The repository's conf/ folder (the package is installed in editable mode from the repository).
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-
-
-def fail(prog: str, message: str) -> NoReturn:
-    print(f"{prog}: error: {message}", file=sys.stderr)
-    sys.exit(2)
 
 
 def _config_error_message(exc: Exception) -> str:
@@ -54,10 +51,17 @@ def _train_app(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     try:
+        if hydra_cfg.mode == RunMode.MULTIRUN:
+            done = already_finished(cfg, Path(hydra_cfg.sweep.dir), run_dir)
+            if done is not None:
+                log.info("skipped: this config already finished in %s", done)
+                return
+        if defer(cfg, run_dir, hydra_cfg.runtime.choices):  # the stacked launcher trains it later
+            return
         execute(cfg, run_dir, dict(hydra_cfg.runtime.choices))
     except HarnessError as exc:
         _discard_unfinished(run_dir)
-        fail("harness-train", str(exc))
+        exit_with_error("harness-train", str(exc))
 
 
 def train() -> None:
@@ -67,5 +71,23 @@ def train() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
         _train_app()
+    except HarnessError as exc:  # raised outside a job: by the stacked launcher's training
+        exit_with_error("harness-train", str(exc))
     except (HydraException, OmegaConfBaseException) as exc:
-        fail("harness-train", _config_error_message(exc))
+        exit_with_error("harness-train", _config_error_message(exc))
+
+
+def collect_main(argv: list[str] | None = None) -> None:
+    """`harness-collect SWEEP_DIR...`: consolidate sweep folders into runs.parquet and
+    curves.parquet (also done automatically when a sweep ends)."""
+    parser = argparse.ArgumentParser(prog="harness-collect", description=collect_main.__doc__)
+    parser.add_argument("sweep_dirs", nargs="+", type=Path, metavar="SWEEP_DIR")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    for sweep_dir in args.sweep_dirs:
+        if not sweep_dir.is_dir():
+            exit_with_error("harness-collect", f"{sweep_dir} is not a folder")
+        runs, rows = collect(sweep_dir)
+        if runs == 0:
+            exit_with_error("harness-collect", f"no finished runs under {sweep_dir}")
+        print(f"{sweep_dir}: {runs} runs, {rows} curve rows -> runs.parquet, curves.parquet")

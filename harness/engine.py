@@ -54,6 +54,15 @@ class Outcome:
     train_time_s: float  # optimisation only, evaluations excluded
 
 
+def divergence_limit(factor: float | None, initial_loss: float) -> float:
+    """The loss above which a run counts as diverged (see Schedule.divergence_factor)."""
+    return math.inf if factor is None else factor * initial_loss
+
+
+def diverging(loss: float, limit: float) -> bool:
+    return not math.isfinite(loss) or loss > limit
+
+
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
     """Mean cross-entropy and accuracy of `model` on (x, y)."""
@@ -108,15 +117,7 @@ def train(
             on_eval(iteration, metrics)
         return train_loss
 
-    initial_loss = run_evaluation(0)
-    limit = (
-        math.inf
-        if schedule.divergence_factor is None
-        else schedule.divergence_factor * initial_loss
-    )
-
-    def diverging(loss: float) -> bool:
-        return not math.isfinite(loss) or loss > limit
+    limit = divergence_limit(schedule.divergence_factor, run_evaluation(0))
 
     perm = torch.empty(0, dtype=torch.int64)
     status, diverged_at = "completed", None
@@ -141,9 +142,9 @@ def train(
             recorder.add(it, train_time, batch_loss=batch_loss, lr=optimizer.param_groups[0]["lr"])
             bar.update(it - bar.n)
             bar.set_postfix(loss=f"{batch_loss:.4f}", refresh=False)
-            failed = diverging(batch_loss)
+            failed = diverging(batch_loss, limit)
             if not failed and (it % schedule.eval_every == 0 or it == schedule.iterations):
-                failed = diverging(run_evaluation(it))
+                failed = diverging(run_evaluation(it), limit)
             if failed:
                 status, diverged_at = "diverged", it
                 break

@@ -1,5 +1,8 @@
 """User-facing errors: reported as one line on stderr, never as a traceback."""
 
+import sys
+from typing import NoReturn
+
 
 class HarnessError(Exception):
     """A mistake in the user's input (config, data folder, paths) with a message that says how
@@ -12,3 +15,9 @@ class ConfigError(HarnessError):
 
 class DataError(HarnessError):
     """Missing, incomplete or corrupt data."""
+
+
+def exit_with_error(prog: str, message: str) -> NoReturn:
+    """Report a user mistake as one line on stderr and exit with status 2."""
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    sys.exit(2)

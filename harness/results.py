@@ -25,7 +25,7 @@ CURVES_TABLE = "curves.parquet"
 METRIC_COLUMNS = ["iteration", "epoch", "time_s", "metric", "value"]
 # Config keys that say where or how fast a run executes, not what it computes: two runs that
 # differ only in these are the same experiment.
-EXECUTION_KEYS = ("device", "threads", "data.root", "train.progress", "train.engine")
+EXECUTION_KEYS = ("device", "threads", "data.root", "train.progress", "train.engine", "sweep")
 # Columns that identify a run in every table, in this order.
 ID_COLUMNS = [
     "model",
@@ -156,7 +156,8 @@ def load_runs(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     """One row per finished run found under `paths` (a run, a sweep folder, or several): from
     consolidated `runs.parquet` tables and from run folders not yet consolidated."""
     paths = _as_list(paths)
-    fresh = [pd.DataFrame([run_row(read_run(d), d) for d in find_run_dirs(paths)])]
+    rows = [run_row(read_run(d), d) for d in find_run_dirs(paths)]
+    fresh = [pd.DataFrame(rows)] if rows else []
     runs = _merge(_consolidated(paths, RUNS_TABLE), fresh)
     if runs.empty:
         return pd.DataFrame(columns=[*ID_COLUMNS, "status", "run_dir"])

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import open_dict
 
 REPO = Path(__file__).resolve().parent.parent
 CONF_DIR = REPO / "conf"
@@ -48,11 +50,17 @@ def mnist_dir() -> Path:
 
 
 def compose_config(overrides: list[str], return_hydra_config: bool = False):
-    """Compose the app's config as Hydra would for `harness-train <overrides>`."""
-    if GlobalHydra.instance().is_initialized():  # inside hydra_context(): reuse it
-        return compose("config", overrides, return_hydra_config=return_hydra_config)
-    with hydra_context():
-        return compose("config", overrides, return_hydra_config=return_hydra_config)
+    """Compose the app's config as Hydra would for `harness-train <overrides>`, with Hydra's
+    runtime config set as in a job (so `${hydra:...}` interpolations resolve)."""
+    if not GlobalHydra.instance().is_initialized():
+        with hydra_context():
+            return compose_config(overrides, return_hydra_config)
+    cfg = compose("config", overrides, return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)
+    if not return_hydra_config:
+        with open_dict(cfg):
+            del cfg["hydra"]
+    return cfg
 
 
 def hydra_context():
@@ -70,3 +78,16 @@ def run_cli(*args: str, cwd: Path, timeout: float = 300) -> subprocess.Completed
         timeout=timeout,
         env={**os.environ, "HARNESS_DATA_ROOT": str(MNIST_DIR)},
     )
+
+
+@pytest.fixture(scope="session")
+def smoke_sweep(tmp_path_factory, mnist_dir) -> Path:
+    """A consolidated sweep folder (runs.parquet + curves.parquet) of 40 short runs on real
+    MNIST: see tests/smoke_sweep.py. Made once per test session, shared by xdist workers."""
+    from smoke_sweep import shared_smoke_sweep
+
+    # getbasetemp() is per xdist worker; its parent is shared by the workers of one session.
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    return shared_smoke_sweep(base, mnist_dir)

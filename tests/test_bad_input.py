@@ -4,8 +4,8 @@ result left behind."""
 import shutil
 
 import pytest
-from conftest import run_cli
 
+from conftest import run_cli
 from harness.data import MNIST_FILES
 
 SMALL = [

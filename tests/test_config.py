@@ -4,9 +4,9 @@ import itertools
 
 import pytest
 import torch
-from conftest import CONF_DIR, compose_config, hydra_context
 from hydra.utils import instantiate
 
+from conftest import CONF_DIR, compose_config, hydra_context
 from harness.run import build_optimizer
 from harness.validate import validate_run
 

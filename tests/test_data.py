@@ -5,8 +5,8 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from conftest import write_idx
 
+from conftest import write_idx
 from harness.data import MNIST_FILES, load_mnist, read_idx
 from harness.errors import DataError
 

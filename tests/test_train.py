@@ -4,8 +4,8 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import compose_config, run_cli
 
+from conftest import compose_config, run_cli
 from harness.results import config_hash, load_curves, load_runs
 from harness.run import execute
 

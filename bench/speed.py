@@ -1,0 +1,324 @@
+"""Speed of the engines against the plain PyTorch loop a user would write, on MNIST.
+
+    python bench/speed.py                      # net1, net2, net3 x 16 configs, 500 iterations
+    python bench/speed.py --iterations 2000 --nets net3
+    python bench/speed.py --course             # also the whole course study with each engine
+
+Side by side in one invocation, on the same data and iterations:
+  (a) the plain loop: nn.Sequential, torch.optim, DataLoader(TensorDataset, shuffle=True);
+  (b) the single-run engine (harness.engine.train), one run after another;
+  (c) the stacked engine: all configs of a net as one stack in one process (torch's default
+      threads), and split into one single-threaded worker process per core (execute_jobs).
+Times are optimisation only (evaluations excluded); per model = total / number of configs.
+GFLOP/s counts forward + backward matrix products; the peak is one large fp32 matmul measured
+in the same run (all threads on one matmul, or cores x one thread: the larger).
+Data root: --data-root or $HARNESS_DATA_ROOT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.utils import get_class
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from harness import engine
+from harness import run as run_module
+from harness.data import load_mnist
+from harness.stacked import execute_jobs, model_flops, train_stack
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_ROOT = os.environ.get("HARNESS_DATA_ROOT", str(REPO.parent / "shared" / "data" / "mnist"))
+# 16 optimizer/learning-rate configs: four learning rates of four optimizers.
+CONFIGS = [
+    (name, lr)
+    for name, lrs in {
+        "sgd": (0.05, 0.1, 0.2, 0.4),
+        "momentum": (0.005, 0.01, 0.02, 0.04),
+        "adam": (0.0005, 0.001, 0.002, 0.004),
+        "rmsprop": (0.00025, 0.0005, 0.001, 0.002),
+    }.items()
+    for lr in lrs
+]
+COURSE_NETS = ("net1", "net2", "net3")
+COURSE_OPTIMIZERS = (
+    "sgd",
+    "momentum",
+    "nesterov",
+    "adagrad",
+    "adadelta",
+    "rmsprop",
+    "adam",
+    "adamax",
+    "nadam",
+)
+
+
+def matmul_peak(threads: int, n: int = 2048, repeats: int = 7) -> float:
+    """GFLOP/s of one large fp32 matmul (median of `repeats`)."""
+    torch.set_num_threads(threads)
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    times = []
+    for _ in range(repeats):
+        tic = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - tic)
+    return 2 * n**3 / statistics.median(times) / 1e9
+
+
+def overrides(root: str, net: str, optimizer: str, lr: float | None, iterations: int) -> list[str]:
+    out = [f"data.root={root}", f"model={net}", f"optimizer={optimizer}", "train.progress=false"]
+    out += [f"train.iterations={iterations}", f"train.eval_every={iterations}"]
+    out += ["train.log_every=10"] if iterations % 10 == 0 else ["train.log_every=1"]
+    return out + ([f"optimizer.lr={lr}"] if lr is not None else [])
+
+
+def stacked(cfg):
+    cfg = cfg.copy()
+    cfg.train.engine = "stacked"
+    return cfg
+
+
+def plain_loop(cfg, x: torch.Tensor, y: torch.Tensor, iterations: int) -> float:
+    """(a): the loop from the tutorials; returns seconds for `iterations` steps."""
+    sizes = [x.shape[1], *cfg.model.hidden, 10]
+    layers: list[nn.Module] = []
+    acts = {"sigmoid": nn.Sigmoid, "relu": nn.ReLU}
+    for i, (a, b) in enumerate(zip(sizes, sizes[1:], strict=False)):
+        layers.append(nn.Linear(a, b))
+        if i < len(cfg.model.hidden):
+            layers.append(acts[cfg.model.activations[i]]())
+    model = nn.Sequential(*layers)
+    kwargs = {k: v for k, v in cfg.optimizer.items() if k not in ("_target_", "_partial_")}
+    optimizer = get_class(cfg.optimizer._target_)(model.parameters(), **kwargs)
+    loader = DataLoader(TensorDataset(x, y), batch_size=128, shuffle=True, drop_last=True)
+    loss_fn = nn.CrossEntropyLoss()
+    done = 0
+    tic = time.perf_counter()
+    while done < iterations:
+        for xb, yb in loader:
+            loss = loss_fn(model(xb), yb)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            done += 1
+            if done == iterations:
+                break
+    return time.perf_counter() - tic
+
+
+def single_engine(cfg) -> float:
+    """(b): harness.engine.train; returns the optimisation time."""
+    run = run_module.prepare(cfg, Path("unused"), {})
+    outcome = engine.train(
+        run.model,
+        run.optimizer,
+        run.scheduler,
+        run.problem.data,
+        run.problem.eval_train_idx,
+        run.problem.schedule,
+        order_generator=run.order_generator(),
+    )
+    return outcome.train_time_s
+
+
+def data_loading(x: torch.Tensor, y: torch.Tensor, batches: int) -> list[tuple[str, float]]:
+    """Microseconds per mini-batch of 128 for the loading variants."""
+    results = []
+
+    def loader_time(**kwargs) -> float:
+        loader = DataLoader(
+            TensorDataset(x, y), batch_size=128, shuffle=True, drop_last=True, **kwargs
+        )
+        done, tic = 0, time.perf_counter()
+        while done < batches:
+            for _ in loader:
+                done += 1
+                if done == batches:
+                    break
+        return (time.perf_counter() - tic) / batches * 1e6
+
+    results.append(("DataLoader(TensorDataset), 0 workers", loader_time()))
+    results.append(("DataLoader(TensorDataset), 2 workers", loader_time(num_workers=2)))
+    pin = torch.cuda.is_available()
+    label = "DataLoader, pinned memory" + ("" if pin else " (no GPU: pinning is a no-op)")
+    results.append((label, loader_time(pin_memory=pin)))
+
+    def tensor_time(xs: torch.Tensor, ys: torch.Tensor) -> float:
+        n, done = len(ys), 0
+        tic = time.perf_counter()
+        while done < batches:
+            perm = torch.randperm(n).to(xs.device)
+            for start in range(0, n - 127, 128):
+                idx = perm[start : start + 128]
+                xs[idx], ys[idx]  # the batch a training step would use
+                done += 1
+                if done == batches:
+                    break
+        if xs.is_cuda:
+            torch.cuda.synchronize()
+        return (time.perf_counter() - tic) / batches * 1e6
+
+    results.append(("pre-loaded tensors, randperm + index", tensor_time(x, y)))
+    if torch.cuda.is_available():
+        results.append(("device-resident tensors (CUDA)", tensor_time(x.cuda(), y.cuda())))
+    else:
+        results.append(
+            ("device-resident tensors (CPU here: same as pre-loaded)", tensor_time(x, y))
+        )
+    return results
+
+
+def bench_net(args, net: str, peak: float, x: torch.Tensor, y: torch.Tensor) -> dict:
+    it = args.iterations
+    cfgs = [compose("config", overrides(args.data_root, net, o, lr, it)) for o, lr in CONFIGS]
+    n = len(cfgs)
+    flops = model_flops(cfgs[0]) * it  # per model
+    torch.set_num_threads(os.cpu_count() or 1)
+    plain = sum(plain_loop(c, x, y, it) for c in cfgs) / n
+    torch.set_num_threads(1)
+    plain1 = sum(plain_loop(c, x, y, it) for c in cfgs) / n
+    torch.set_num_threads(os.cpu_count() or 1)
+    single = sum(single_engine(c) for c in cfgs) / n
+    torch.set_num_threads(os.cpu_count() or 1)
+    runs = [run_module.prepare(c, Path("unused"), {}) for c in cfgs]
+    one_process = train_stack(runs)[0].train_time_s / n
+    with tempfile.TemporaryDirectory() as tmp:
+        jobs = [(stacked(c), Path(tmp) / str(i), {}) for i, c in enumerate(cfgs)]
+        records = execute_jobs(jobs, workers=args.workers)
+    workers = max(r["train_time_s"] for r in records) / n
+    rows = {}
+    for label, seconds in (
+        (f"(a) plain PyTorch loop ({os.cpu_count()} threads)", plain),
+        ("(a) plain PyTorch loop, 1 thread", plain1),
+        ("(b) single-run engine", single),
+        (f"(c) stacked, 1 process x {os.cpu_count()} threads", one_process),
+        (f"(c) stacked, {args.workers} processes x 1 thread", workers),
+    ):
+        gflops = flops / seconds / 1e9
+        rows[label] = (seconds / it * 1000, plain / seconds, gflops, gflops / peak)
+    return rows
+
+
+def course(args) -> list[tuple[str, float, int]]:
+    """Wall time of the whole course study (27 runs, 20,000 iterations, evaluations) with each
+    engine; returns (engine, seconds, runs completed)."""
+    cfgs = [
+        (
+            compose(
+                "config",
+                [
+                    f"data.root={args.data_root}",
+                    f"model={net}",
+                    f"optimizer={o}",
+                    "train.progress=false",
+                ],
+            ),
+            net,
+            o,
+        )
+        for net in COURSE_NETS
+        for o in COURSE_OPTIMIZERS
+    ]
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tic = time.perf_counter()
+        jobs = [
+            (c, Path(tmp) / "stacked" / f"{n}-{o}", {"model": n, "optimizer": o})
+            for c, n, o in cfgs
+        ]
+        records = execute_jobs(jobs, workers=args.workers)
+        results.append(
+            (f"stacked ({args.workers} worker processes)", time.perf_counter() - tic, len(records))
+        )
+        print(f"course, stacked: {results[-1][1]:.0f} s", file=sys.stderr)
+        if not args.course_stacked_only:
+            torch.set_num_threads(os.cpu_count() or 1)
+            tic = time.perf_counter()
+            for c, n, o in cfgs:
+                run_module.execute(
+                    c, Path(tmp) / "single" / f"{n}-{o}", {"model": n, "optimizer": o}
+                )
+            results.append(
+                (
+                    "single-run engine (one process, runs in turn)",
+                    time.perf_counter() - tic,
+                    len(cfgs),
+                )
+            )
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--iterations", type=int, default=500, help="steps per config (default 500)"
+    )
+    parser.add_argument("--nets", default="net1,net2,net3")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--data-root", default=DEFAULT_ROOT)
+    parser.add_argument("--batches", type=int, default=500, help="batches per data-loading variant")
+    parser.add_argument(
+        "--course", action="store_true", help="also time the whole course study (minutes)"
+    )
+    parser.add_argument(
+        "--course-stacked-only", action="store_true", help="course study: stacked engine only"
+    )
+    args = parser.parse_args()
+
+    peak1, peak_all = matmul_peak(1), matmul_peak(os.cpu_count() or 1)
+    # The machine's peak: all threads on one matmul, or one thread per core (the larger; on a
+    # busy machine many threads lose more than one thread per core).
+    peak = max(peak_all, (os.cpu_count() or 1) * peak1)
+    torch.set_num_threads(os.cpu_count() or 1)
+    print(f"# Speed: {args.iterations} iterations, batch 128, {len(CONFIGS)} configs per net")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    cores = os.cpu_count()
+    print(
+        f"\ntorch {torch.__version__}, {cores} cores, device {device}; fp32 matmul peak (2048^2):"
+    )
+    print(f"{peak_all:.0f} GFLOP/s with {cores} threads, {peak1:.0f} with 1; peak used below:")
+    print(f"{peak:.0f} GFLOP/s (the larger of the first and {cores} x the second).\n")
+    data = load_mnist(args.data_root)
+    x, y = data.x_train, data.y_train
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        print("| net | loop | s / 1000 it / model | speed-up vs (a) | GFLOP/s | share of peak |")
+        print("|---|---|---:|---:|---:|---:|")
+        for net in args.nets.split(","):
+            for label, (s, ratio, gflops, share) in bench_net(args, net, peak, x, y).items():
+                print(
+                    f"| {net} | {label} | {s:.3f} | {ratio:.2f}x | {gflops:.1f} | {share:.0%} |",
+                    flush=True,
+                )
+
+        torch.set_num_threads(os.cpu_count() or 1)
+        print("\n| data loading (batch 128) | us / batch | s / 1000 batches |")
+        print("|---|---:|---:|")
+        for label, us in data_loading(x, y, args.batches):
+            print(f"| {label} | {us:.0f} | {us / 1000:.3f} |", flush=True)
+
+        if args.course:
+            print(
+                "\n| course study (27 runs x 20,000 it, evaluations every 500) | wall time | runs |"
+            )
+            print("|---|---:|---:|")
+            for label, seconds, runs in course(args):
+                print(
+                    f"| {label} | {seconds / 60:.1f} min ({seconds:.0f} s) | {runs} |", flush=True
+                )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1035 @@
+"""Figures and a Markdown summary of a sweep, and the `harness-report` command.
+
+One function draws each figure; the notebooks in notebooks/ call the same functions, so a figure
+looks the same in a notebook, in `harness-report`'s PNG/SVG files and in CI artifacts. Every
+figure draws a table of `harness.analysis` (the tests compare the plotted data with it).
+
+Conventions: one fixed colour per optimizer in every figure (OPTIMIZER_COLORS), seeds shown as
+a mean line with a min-max band (curves) or min-max error bars (points), log scales for losses
+and learning rates, legends outside the axes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import LogFormatter, LogLocator, NullFormatter, NullLocator
+
+from harness import analysis
+from harness.results import load_curves, load_runs
+
+PROG = "harness-report"
+# The course results, committed; the default sweep of the notebooks.
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_SWEEP = REPO / "results" / "course"
+SWEEP_ENV = "HARNESS_SWEEP"
+TARGET_ENV = "HARNESS_TARGET"
+DEFAULT_TARGET = 0.97
+
+# One colour per optimizer, the same in every figure (colour-blind-safe where it matters most:
+# the SGD family in blues/greys, the Adam family in reds/oranges/greens).
+OPTIMIZER_COLORS = {
+    "sgd": "#4d4d4d",
+    "momentum": "#1f77b4",
+    "nesterov": "#17becf",
+    "adagrad": "#bcbd22",
+    "adadelta": "#8c564b",
+    "rmsprop": "#9467bd",
+    "adam": "#d62728",
+    "adamax": "#e377c2",
+    "nadam": "#ff7f0e",
+    "adamw": "#2ca02c",
+    "radam": "#0b1f6b",
+}
+OPTIMIZER_ORDER = list(OPTIMIZER_COLORS)
+# Optimizers not listed above get one of these, by a stable hash of their name.
+EXTRA_COLORS = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d"]
+
+STYLE = {
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+    "legend.fontsize": 9,
+    "figure.titlesize": 12,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "grid.linewidth": 0.6,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "svg.fonttype": "none",
+}
+PANEL_WIDTH, PANEL_HEIGHT = 4.2, 3.3
+BAND_ALPHA = 0.18
+
+METRIC_LABELS = {
+    "train_loss": "training loss (nats)",
+    "test_loss": "test loss (nats)",
+    "batch_loss": "mini-batch loss (nats)",
+    "test_accuracy": "test accuracy (%)",
+    "train_accuracy": "training accuracy (%)",
+    "lr": "learning rate",
+    "final_train_loss": "final training loss (nats)",
+    "final_test_loss": "final test loss (nats)",
+    "final_test_accuracy": "final test accuracy (%)",
+    "best_test_accuracy": "best test accuracy (%)",
+    "train_time_s": "training time (s, evaluations excluded)",
+    "wall_time_s": "wall time per run (s)",
+}
+X_LABELS = {
+    "iteration": "iteration (optimizer steps)",
+    "epoch": "epoch (passes over the training set)",
+    "time_s": "training time (s, evaluations excluded)",
+}
+
+
+class Skipped(Exception):
+    """A figure the sweep's data does not support; the message says why."""
+
+
+def optimizer_color(name: str) -> str:
+    if name in OPTIMIZER_COLORS:
+        return OPTIMIZER_COLORS[name]
+    return EXTRA_COLORS[zlib.crc32(name.encode()) % len(EXTRA_COLORS)]
+
+
+def optimizer_order(names) -> list[str]:
+    names = set(names)
+    return [n for n in OPTIMIZER_ORDER if n in names] + sorted(names - set(OPTIMIZER_ORDER))
+
+
+def _natural_key(text: str):
+    import re
+
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(text))]
+
+
+def net_order(frame: pd.DataFrame) -> list[str]:
+    return sorted(frame["net"].unique(), key=_natural_key)
+
+
+def net_title(frame: pd.DataFrame, net: str) -> str:
+    """'net2: hidden 100': a panel's title, with the net's hidden layer widths."""
+    hidden = str(frame.loc[frame["net"] == net, "hidden"].iloc[0])
+    layers = "no hidden layer" if hidden in ("none", "") else f"hidden {hidden}"
+    return f"{net}: {layers}"
+
+
+def is_percent(metric: str) -> bool:
+    return "accuracy" in metric
+
+
+def scale(metric: str) -> float:
+    """Plotted value = table value x scale (accuracies are drawn in %)."""
+    return 100.0 if is_percent(metric) else 1.0
+
+
+def _lr_text(lr: float) -> str:
+    return f"{lr:.3g}"
+
+
+def _figure(n_cols: int, n_rows: int = 1, **kwargs) -> tuple[Figure, np.ndarray]:
+    """A figure of n_rows x n_cols panels. Figures are made without pyplot (no backend, no
+    global state: nothing to close); the Agg and SVG canvases draw them when saved, and a
+    notebook's inline backend shows them."""
+    fig = Figure(figsize=(PANEL_WIDTH * n_cols, PANEL_HEIGHT * n_rows + 0.9), layout="constrained")
+    axes = fig.subplots(n_rows, n_cols, squeeze=False, **kwargs)
+    return fig, axes
+
+
+def _styled(function: Callable) -> Callable:
+    """Run a figure function under the report's rcParams (fonts, grid, spines)."""
+
+    def wrapper(*args, **kwargs):
+        with matplotlib.rc_context(STYLE):
+            return function(*args, **kwargs)
+
+    wrapper.__name__, wrapper.__doc__ = function.__name__, function.__doc__
+    wrapper.__wrapped__ = function
+    return wrapper
+
+
+def _seeds_text(n_seeds: Sequence[int]) -> str:
+    n = sorted(set(int(k) for k in n_seeds))
+    if not n:
+        return "no seeds"
+    if len(n) == 1:
+        return f"{n[0]} seed" + ("s" if n[0] != 1 else "")
+    return f"{n[0]}-{n[-1]} seeds"
+
+
+class _PlainLogFormatter(LogFormatter):
+    """Log-axis labels as plain numbers (0.3, 2), not 3 x 10^-1."""
+
+    def _num_to_string(self, x, vmin, vmax):
+        return f"{x:g}"
+
+
+def _log_y(ax) -> None:
+    """A log-scale y axis labelled with plain numbers, minor ticks labelled on short ranges."""
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(_PlainLogFormatter(labelOnlyBase=False))
+    ax.yaxis.set_minor_formatter(_PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+
+
+def _log_x_lr(ax) -> None:
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(base=10))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+LOGIT_TICKS = [1, 2, 5, 10, 20, 50, 80, 90, 95, 98, 99, 99.5, 99.8, 99.9, 99.95, 99.98, 99.99]
+
+
+def _logit(p):
+    q = np.clip(np.asarray(p, dtype=float) / 100, 1e-6, 1 - 1e-6)
+    return np.log(q / (1 - q))
+
+
+def _expit(z):
+    return 100 / (1 + np.exp(-np.asarray(z, dtype=float)))
+
+
+def _logit_percent_y(ax, values: np.ndarray) -> None:
+    """A logit-scale y axis for values in %, ticked at 10, 50, 90, 99, ... within their range."""
+    ax.set_yscale("function", functions=(_logit, _expit))
+    finite = values[np.isfinite(values)]
+    low, high = (finite.min(), finite.max()) if finite.size else (10.0, 99.0)
+    pad = 0.25 * (_logit(high) - _logit(low)) / 10
+    ax.set_ylim(_expit(_logit(low) - pad), _expit(_logit(high) + pad))
+    ticks = [t for t in LOGIT_TICKS if low * 0.9 <= t <= min(high + (100 - high) * 0.5, 99.99)]
+    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    ax.yaxis.set_minor_locator(NullLocator())
+
+
+def _log_label(label: str) -> str:
+    """'loss (nats)' -> 'loss (nats; log scale)'."""
+    return label[:-1] + "; log scale)" if label.endswith(")") else label + " (log scale)"
+
+
+def percent(fraction: float) -> str:
+    """0.97 -> '97 %'."""
+    return f"{fraction * 100:.4g} %"
+
+
+def _legend_below(fig: Figure, handles, labels, ncols: int | None = None) -> None:
+    """One legend for the whole figure, below its panels (never over data)."""
+    if not handles:
+        return
+    ncols = ncols or min(len(handles), 6)
+    fig.legend(handles, labels, loc="outside lower center", ncols=ncols, frameon=False)
+
+
+# --- data shared by figures, notebooks and the Markdown summary -------------------------------
+
+
+def load_sweep(sweep: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(runs, curves) of a sweep folder; ValueError when it holds no run."""
+    runs = load_runs(Path(sweep))
+    if runs.empty:
+        raise ValueError(
+            f"no runs in {sweep} (expected runs.parquet, or run folders with run.json)"
+        )
+    return runs, load_curves(sweep)
+
+
+def sweep_from_env() -> Path:
+    """The sweep folder of the notebooks: $HARNESS_SWEEP, else the committed results/course."""
+    return Path(os.environ.get(SWEEP_ENV) or DEFAULT_SWEEP)
+
+
+def target_from_env() -> float:
+    """The test-accuracy target of time-to-target: $HARNESS_TARGET, else 0.97."""
+    return float(os.environ.get(TARGET_ENV) or DEFAULT_TARGET)
+
+
+def convergence_configs(
+    runs: pd.DataFrame, batch_size: int | None = None, by: str = "final_test_accuracy"
+) -> pd.DataFrame:
+    """The configs the convergence figures draw: per net and optimizer the best (by `by`) at
+    one batch size (default: analysis.reference_batch_size)."""
+    batch_size = batch_size or analysis.reference_batch_size(runs)
+    summary = analysis.summarize(runs[runs["batch_size"] == batch_size])
+    return analysis.best_configs(summary, by=by)
+
+
+# --- figures ----------------------------------------------------------------------------------
+
+
+@_styled
+def convergence_figure(
+    runs: pd.DataFrame,
+    curves: pd.DataFrame,
+    metric: str = "train_loss",
+    x: str = "iteration",
+    batch_size: int | None = None,
+    by: str = "final_test_accuracy",
+    accuracy_scale: str = "logit",
+) -> Figure:
+    """One panel per net, one curve per optimizer at its best learning rate (by `by`, mean over
+    seeds): `metric` against `x` (iteration, epoch or time_s), the mean over seeds as a line and
+    their min-max as a band. Losses on a log scale; accuracies in % on a logit scale (default:
+    it spreads out both the first rise from 10 % and the last tenths of a per cent; or
+    "linear"). A curve with a diverged seed ends where that seed stopped, marked with a cross."""
+    if curves.empty or not (curves["metric"] == metric).any():
+        raise Skipped(f"the sweep has no '{metric}' curves")
+    batch_size = batch_size or analysis.reference_batch_size(runs)
+    configs = convergence_configs(runs, batch_size, by)
+    bands = analysis.curve_bands(runs, curves, configs, metric, x)
+    if bands.empty:
+        raise Skipped(f"no '{metric}' curves at batch size {batch_size}")
+    k = scale(metric)
+    nets = net_order(bands)
+    fig, axes = _figure(len(nets), sharey=False)
+    for ax, net in zip(axes[0], nets, strict=True):
+        panel = bands[bands["net"] == net]
+        handles, labels = [], []
+        for optimizer in optimizer_order(panel["optimizer"]):
+            line = panel[panel["optimizer"] == optimizer].sort_values(x)
+            color = optimizer_color(optimizer)
+            ax.fill_between(
+                line[x], line["min"] * k, line["max"] * k, color=color, alpha=BAND_ALPHA, lw=0
+            )
+            (handle,) = ax.plot(line[x], line["mean"] * k, color=color, lw=1.6, label=optimizer)
+            first = line.iloc[0]
+            label = f"{optimizer}, lr {_lr_text(first['lr'])}"
+            if first["n_diverged"]:
+                ax.plot(line[x].iloc[-1:], line["mean"].iloc[-1:] * k, "x", color=color, ms=8)
+                label += f" ({first['n_diverged']}/{first['n_seeds']} diverged)"
+            handles.append(handle)
+            labels.append(label)
+        ax.set_title(net_title(bands, net))
+        ax.set_xlabel(X_LABELS.get(x, x))
+        if not is_percent(metric):
+            _log_y(ax)
+        elif accuracy_scale == "logit":
+            _logit_percent_y(ax, panel[["min", "max"]].to_numpy() * k)
+        ax.legend(
+            handles,
+            labels,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.2),
+            ncols=1 if len(handles) > 3 else len(handles),
+            frameon=False,
+            fontsize=8.5,
+            handlelength=1.5,
+        )
+    ylabel = METRIC_LABELS.get(metric, metric)
+    if is_percent(metric) and accuracy_scale == "logit":
+        ylabel = ylabel.replace("(%)", "(%, logit scale)")
+    elif not is_percent(metric):
+        ylabel = _log_label(ylabel)
+    axes[0, 0].set_ylabel(ylabel)
+    name = METRIC_LABELS.get(metric, metric).split(" (")[0]
+    if "loss" in metric:
+        name += " (cross-entropy)"
+    fig.suptitle(
+        f"{name.capitalize()} against {x.replace('_s', '')}s: each optimizer at its best "
+        f"learning rate (batch {batch_size})\nline: mean over {_seeds_text(bands['n_seeds'])}, "
+        "band: min-max over seeds"
+    )
+    return fig
+
+
+def lr_table(runs: pd.DataFrame, batch_size: int, by: str = "final_test_accuracy"):
+    """Per net, optimizer and learning rate, at `batch_size`: the summary row of the best config
+    (momentum, schedule) at that learning rate; and the best learning rate per net and
+    optimizer. Returns (per_lr, best)."""
+    summary = analysis.summarize(runs[runs["batch_size"] == batch_size])
+    per_lr = analysis.best_configs(summary, by=by, within=("model", "hidden", "optimizer", "lr"))
+    best = analysis.best_configs(per_lr, by=by)
+    return per_lr, best
+
+
+def _mark_diverged(ax, xs, top: bool, color: str) -> None:
+    """Crosses at the top (or bottom) edge of `ax` for configs with a diverged seed."""
+    if not len(xs):
+        return
+    y = 0.96 if top else 0.04
+    ax.plot(xs, [y] * len(xs), "x", color=color, ms=8, mew=2, transform=ax.get_xaxis_transform())
+
+
+@_styled
+def lr_sensitivity_figure(
+    runs: pd.DataFrame,
+    batch_size: int | None = None,
+    metrics: Sequence[str] = ("final_train_loss", "final_test_accuracy"),
+    by: str = "final_test_accuracy",
+) -> Figure:
+    """Final metrics against the learning rate (log x), one panel per net and metric, one line
+    per optimizer: mean over seeds with min-max error bars; a star marks the best learning
+    rate (by `by`), a cross at the panel's edge a learning rate with a diverged seed."""
+    batch_size = batch_size or analysis.reference_batch_size(runs)
+    per_lr, best = lr_table(runs, batch_size, by)
+    lrs_per = per_lr.groupby(["net", "optimizer"])["lr"].nunique()
+    if per_lr.empty or lrs_per.max() < 2:
+        raise Skipped(
+            f"the sweep has a single learning rate per optimizer and net (batch {batch_size}): "
+            "there is no learning-rate axis to draw"
+        )
+    nets = net_order(per_lr)
+    fig, axes = _figure(len(nets), len(metrics), sharex="col")
+    for col, net in enumerate(nets):
+        panel = per_lr[per_lr["net"] == net]
+        for row, metric in enumerate(metrics):
+            ax = axes[row, col]
+            k = scale(metric)
+            for optimizer in optimizer_order(panel["optimizer"]):
+                color = optimizer_color(optimizer)
+                points = panel[panel["optimizer"] == optimizer].sort_values("lr")
+                ok = points[points["n_diverged"] == 0]
+                mean = ok[f"{metric}_mean"] * k
+                err = [mean - ok[f"{metric}_min"] * k, ok[f"{metric}_max"] * k - mean]
+                ax.errorbar(
+                    ok["lr"], mean, yerr=err, color=color, marker="o", ms=4, lw=1.4, capsize=3
+                )
+                bad = points[points["n_diverged"] > 0]
+                _mark_diverged(
+                    ax, bad["lr"], top=not analysis.higher_is_better(metric), color=color
+                )
+                chosen = best[(best["net"] == net) & (best["optimizer"] == optimizer)]
+                chosen = chosen[chosen["n_diverged"] == 0]
+                ax.plot(
+                    chosen["lr"],
+                    chosen[f"{metric}_mean"] * k,
+                    "*",
+                    ms=15,
+                    color=color,
+                    mec="black",
+                    mew=0.8,
+                    zorder=5,
+                )
+            _log_x_lr(ax)
+            if not is_percent(metric):
+                _log_y(ax)
+            if row == 0:
+                ax.set_title(net_title(per_lr, net))
+            if row == len(metrics) - 1:
+                ax.set_xlabel("learning rate (log scale)")
+            if col == 0:
+                label = METRIC_LABELS.get(metric, metric)
+                ax.set_ylabel(label if is_percent(metric) else _log_label(label))
+    handles = [
+        Line2D([], [], color=optimizer_color(o), marker="o", ms=4, lw=1.4)
+        for o in optimizer_order(per_lr["optimizer"])
+    ]
+    labels = optimizer_order(per_lr["optimizer"])
+    handles += [
+        Line2D([], [], ls="", marker="*", ms=12, color="white", mec="black"),
+        Line2D([], [], ls="", marker="x", ms=7, mew=2, color="black"),
+    ]
+    labels += [f"best learning rate (by {METRIC_LABELS[by].split(' (')[0]})", "diverged seed(s)"]
+    _legend_below(fig, handles, labels, ncols=min(len(handles), 7))
+    fig.suptitle(
+        f"Learning-rate sensitivity (batch {batch_size}): mean over "
+        f"{_seeds_text(per_lr['n_seeds'])}, error bars: min-max over seeds"
+    )
+    return fig
+
+
+def batch_size_table(runs: pd.DataFrame, by: str = "final_test_accuracy") -> pd.DataFrame:
+    """Per net, optimizer and batch size: the summary row of the best learning rate there."""
+    summary = analysis.summarize(runs, metrics=(*analysis.SUMMARY_METRICS, "train_time_s"))
+    return analysis.best_configs(
+        summary, by=by, within=("model", "hidden", "optimizer", "batch_size")
+    )
+
+
+@_styled
+def batch_size_figure(
+    runs: pd.DataFrame,
+    metrics: Sequence[str] = ("final_test_accuracy", "train_time_s"),
+    by: str = "final_test_accuracy",
+) -> Figure:
+    """Final test accuracy and training time against the batch size (log2 x), one panel per net
+    and metric, one line per optimizer at its best learning rate for each batch size; mean over
+    seeds with min-max error bars."""
+    sizes = sorted(runs["batch_size"].unique())
+    if len(sizes) < 2:
+        raise Skipped(f"the sweep has a single batch size ({sizes[0]}): no batch-size axis")
+    table = batch_size_table(runs, by)
+    nets = net_order(table)
+    fig, axes = _figure(len(nets), len(metrics), sharex="col")
+    for col, net in enumerate(nets):
+        panel = table[table["net"] == net]
+        for row, metric in enumerate(metrics):
+            ax = axes[row, col]
+            k = scale(metric)
+            for optimizer in optimizer_order(panel["optimizer"]):
+                points = panel[panel["optimizer"] == optimizer].sort_values("batch_size")
+                mean = points[f"{metric}_mean"] * k
+                err = [mean - points[f"{metric}_min"] * k, points[f"{metric}_max"] * k - mean]
+                ax.errorbar(
+                    points["batch_size"],
+                    mean,
+                    yerr=err,
+                    color=optimizer_color(optimizer),
+                    marker="o",
+                    ms=4,
+                    lw=1.4,
+                    capsize=3,
+                )
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(sizes, [str(s) for s in sizes])
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            if row == 0:
+                ax.set_title(net_title(table, net))
+            if row == len(metrics) - 1:
+                ax.set_xlabel("batch size (examples per step, log scale)")
+            if col == 0:
+                ax.set_ylabel(METRIC_LABELS.get(metric, metric))
+    names = optimizer_order(table["optimizer"])
+    handles = [Line2D([], [], color=optimizer_color(o), marker="o", ms=4, lw=1.4) for o in names]
+    _legend_below(fig, handles, names)
+    iterations = sorted(runs["iterations"].unique())
+    length = f"{iterations[0]:,} iterations" if len(iterations) == 1 else "iterations vary"
+    fig.suptitle(
+        f"Batch size: each optimizer at its best learning rate per batch size ({length})\n"
+        f"mean over {_seeds_text(table['n_seeds'])}, error bars: min-max over seeds"
+    )
+    return fig
+
+
+def fastest_configs(target_summary: pd.DataFrame, measure: str) -> pd.DataFrame:
+    """Per net and optimizer, the config that reaches the target fastest in `measure`
+    (iterations_to_target, seconds_to_target, ...) with every seed; optimizers that never do
+    keep their config with the most seeds reaching it, and an infinite cost."""
+    if target_summary.empty:
+        return target_summary.copy()
+    ranked = target_summary.assign(_cost=target_summary[f"{measure}_cost"]).sort_values(
+        ["_cost", "n_reached", "lr"], ascending=[True, False, True], kind="stable"
+    )
+    best = ranked.groupby(["model", "hidden", "optimizer"], sort=False).head(1)
+    return best.drop(columns="_cost").sort_values(["net", "optimizer"], ignore_index=True)
+
+
+TARGET_LABELS = {
+    "iterations_to_target": "iterations to target",
+    "epochs_to_target": "epochs to target",
+    "seconds_to_target": "training seconds to target",
+}
+
+
+@_styled
+def time_to_target_figure(
+    target_summary: pd.DataFrame,
+    target: float,
+    measures: Sequence[str] = ("iterations_to_target", "seconds_to_target"),
+) -> Figure:
+    """Horizontal bars: per net (panel column) and optimizer, the iterations and training
+    seconds until test accuracy first reaches `target` at the fastest learning rate (mean over
+    seeds, min-max error bars); 'not reached' where no learning rate got there with every
+    seed."""
+    if target_summary.empty or target_summary["n_reached"].sum() == 0:
+        raise Skipped(f"no run reached {percent(target)} test accuracy")
+    nets = net_order(target_summary)
+    fig, axes = _figure(len(nets), len(measures))
+    for row, measure in enumerate(measures):
+        fastest = fastest_configs(target_summary, measure)
+        for col, net in enumerate(nets):
+            ax = axes[row, col]
+            panel = fastest[fastest["net"] == net]
+            names = optimizer_order(panel["optimizer"])
+            panel = panel.set_index("optimizer").loc[names]
+            done = np.isfinite(panel[f"{measure}_cost"].to_numpy())
+            mean = panel[f"{measure}_mean"].where(done, 0.0)
+            lo = (mean - panel[f"{measure}_min"]).where(done, 0.0)
+            hi = (panel[f"{measure}_max"] - mean).where(done, 0.0)
+            ys = np.arange(len(names))
+            ax.barh(
+                ys,
+                mean,
+                xerr=[lo, hi],
+                color=[optimizer_color(n) for n in names],
+                capsize=3,
+                height=0.65,
+                error_kw={"lw": 1},
+            )
+            for y, name, ok in zip(ys, names, done, strict=True):
+                lr = _lr_text(panel.loc[name, "lr"])
+                text = f" lr {lr}" if ok else " not reached"
+                ax.text(0, y, text, va="center", ha="left", fontsize=8, color="black")
+            ax.set_yticks(ys, names)
+            ax.invert_yaxis()
+            ax.grid(axis="y", visible=False)
+            ax.set_xlabel(
+                TARGET_LABELS.get(measure, measure) + (" (s)" if "seconds" in measure else "")
+            )
+            if row == 0:
+                ax.set_title(net_title(target_summary, net))
+            if not done.any():
+                ax.set_xlim(0, 1)
+                ax.set_xticks([])
+    fig.suptitle(
+        f"Time to {percent(target)} test accuracy at each optimizer's fastest learning rate\n"
+        f"mean over {_seeds_text(target_summary['n_seeds'])}, error bars: min-max over seeds "
+        "(resolution: the evaluation interval)"
+    )
+    return fig
+
+
+PROFILE_LABELS = {
+    "iterations_to_target": "iterations to target",
+    "seconds_to_target": "training seconds to target",
+    "final_train_loss": "final training loss",
+}
+
+
+def profile_tables(
+    runs: pd.DataFrame, curves: pd.DataFrame, target: float
+) -> dict[str, pd.DataFrame]:
+    """Cost matrices (problems x optimizers) of the performance profiles: iterations and
+    seconds to `target` test accuracy, and final training loss; each optimizer at its best
+    setting per problem (net x batch size). A config with a seed that diverged or did not
+    reach the target counts as failed."""
+    ttt = analysis.summarize_time_to_target(analysis.time_to_target(curves, target))
+    summary = analysis.summarize(runs)
+    loss = summary.assign(
+        final_train_loss_cost=summary["final_train_loss_mean"].where(
+            summary["n_diverged"] == 0, math.inf
+        )
+    )
+    return {
+        "iterations_to_target": analysis.profile_costs(ttt, "iterations_to_target_cost"),
+        "seconds_to_target": analysis.profile_costs(ttt, "seconds_to_target_cost"),
+        "final_train_loss": analysis.profile_costs(loss, "final_train_loss_cost"),
+    }
+
+
+def _profile_width(i: int, n: int) -> float:
+    """Line width of the i-th of n profiles: the first drawn is the widest, so that equal
+    profiles stay visible one on another."""
+    return 1.5 + 1.5 * (n - 1 - i) / max(n - 1, 1)
+
+
+def _profile_ticks(tau_max: float) -> list[float]:
+    if tau_max <= 4:
+        return [1, 1.25, 1.5, 2, 3, 4]
+    if tau_max <= 16:
+        return [1, 1.5, 2, 4, 8, 16]
+    return [2.0**k for k in range(int(np.ceil(np.log2(tau_max))) + 1)]
+
+
+@_styled
+def performance_profile_figure(costs: dict[str, pd.DataFrame], target: float) -> Figure:
+    """Performance profiles (Dolan & More), one panel per cost: the share of problems on which
+    each optimizer is within a factor tau of the best optimizer (step functions, log2 tau)."""
+    usable = {k: c for k, c in costs.items() if len(c) and np.isfinite(c.to_numpy()).any()}
+    if not usable:
+        raise Skipped("no problem was solved by any optimizer (no finite cost)")
+    fig, axes = _figure(len(usable))
+    names = optimizer_order({o for c in usable.values() for o in c.columns})
+    for ax, (key, matrix) in zip(axes[0], usable.items(), strict=True):
+        profile = analysis.performance_profile(matrix)
+        finite = profile.index[np.isfinite(profile.index)]
+        tau_max = max(2.0, float(finite.max()) * 1.25)
+        taus = np.append(profile.index.to_numpy(), tau_max)
+        drawn = [n for n in names if n in profile.columns]
+        for name in drawn:
+            shares = np.append(profile[name].to_numpy(), profile[name].iloc[-1]) * 100
+            # Equal profiles would hide each other: the first drawn is the widest.
+            ax.step(
+                taus,
+                shares,
+                where="post",
+                color=optimizer_color(name),
+                lw=_profile_width(names.index(name), len(names)),
+                label=name,
+                solid_capstyle="butt",
+            )
+        ax.set_xscale("log", base=2)
+        ax.set_xlim(1, tau_max)
+        ticks = [t for t in _profile_ticks(tau_max) if t <= tau_max]
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_ylim(-3, 103)
+        label = PROFILE_LABELS.get(key, key)
+        if "target" in key:
+            label = label.replace("target", f"{percent(target)} test accuracy")
+        ax.set_title(f"{label}\n({len(matrix)} problems)", fontsize=10)
+        ax.set_xlabel("tau: factor of the best optimizer's cost (log scale)")
+    axes[0, 0].set_ylabel("problems within tau of the best (%)")
+    handles = [
+        Line2D([], [], color=optimizer_color(n), lw=_profile_width(i, len(names)))
+        for i, n in enumerate(names)
+    ]
+    _legend_below(fig, handles, names)
+    fig.suptitle(
+        "Performance profiles: problems = net x batch size, each optimizer at its best "
+        "learning rate per problem\na config counts as failed when a seed diverged or missed "
+        "the target" + _left_out_text(costs, usable, target)
+    )
+    return fig
+
+
+def _left_out_text(costs: dict, usable: dict, target: float) -> str:
+    left_out = [
+        PROFILE_LABELS.get(k, k).replace("target", percent(target))
+        for k in costs
+        if k not in usable
+    ]
+    return f"; left out, no optimizer succeeded: {', '.join(left_out)}" if left_out else ""
+
+
+# --- tables -----------------------------------------------------------------------------------
+
+
+def _fmt(mean: float, ci: float, k: float, digits: int) -> str:
+    if not np.isfinite(mean):
+        return "n/a"
+    text = f"{mean * k:.{digits}f}"
+    if np.isfinite(ci):
+        text += f" ± {ci * k:.{digits}f}"
+    return text
+
+
+def _metric_digits(metric: str) -> int:
+    return 2 if is_percent(metric) else 4
+
+
+def final_metrics_table(best: pd.DataFrame, metric: str = "final_test_accuracy") -> pd.DataFrame:
+    """Net x optimizer: mean ± 95 % CI over seeds of `metric` at the best learning rate (given
+    in brackets), accuracies in %; the best optimizer of each net in bold (Markdown **)."""
+    k, digits = scale(metric), _metric_digits(metric)
+    rows = {}
+    for net in net_order(best):
+        panel = best[best["net"] == net].set_index("optimizer")
+        ok = panel[panel["n_diverged"] == 0][f"{metric}_mean"]
+        winner = (
+            (ok.idxmax() if analysis.higher_is_better(metric) else ok.idxmin()) if len(ok) else None
+        )
+        row = {}
+        for optimizer in optimizer_order(panel.index):
+            r = panel.loc[optimizer]
+            value = _fmt(r[f"{metric}_mean"], r[f"{metric}_ci"], k, digits)
+            text = f"{value} (lr {_lr_text(r['lr'])})"
+            if r["n_diverged"]:
+                text += f", {r['n_diverged']}/{r['n_seeds']} diverged"
+            row[optimizer] = f"**{text}**" if optimizer == winner else text
+        rows[net] = row
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table.index.name = "net"
+    return table[optimizer_order(table.columns)].fillna("")
+
+
+def configs_table(summary: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
+    """Every config: mean ± 95 % CI over seeds of the summary metrics; ★ marks the best
+    learning rate of each net and optimizer."""
+    keys = set(best[analysis.CONFIG_COLUMNS].astype(str).itertuples(index=False, name=None))
+    rows = []
+    for _, r in summary.iterrows():
+        key = tuple(str(r[c]) for c in analysis.CONFIG_COLUMNS)
+        row = {
+            "": "★" if key in keys else "",
+            "net": r["net"],
+            "optimizer": r["optimizer"],
+            "lr": _lr_text(r["lr"]),
+        }
+        if summary["momentum"].nunique(dropna=False) > 1:
+            row["momentum"] = "" if pd.isna(r["momentum"]) else f"{r['momentum']:g}"
+        if summary["schedule"].nunique() > 1:
+            row["schedule"] = r["schedule"]
+        row["batch"] = int(r["batch_size"])
+        row["seeds"] = int(r["n_seeds"])
+        row["diverged"] = int(r["n_diverged"])
+        for metric in analysis.SUMMARY_METRICS:
+            label = METRIC_LABELS[metric]
+            row[label] = _fmt(
+                r[f"{metric}_mean"], r[f"{metric}_ci"], scale(metric), _metric_digits(metric)
+            )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def time_to_target_table(target_summary: pd.DataFrame) -> pd.DataFrame:
+    """Net x optimizer: iterations and training seconds to the target at the fastest learning
+    rate (mean over seeds), or 'not reached'."""
+    by_iter = fastest_configs(target_summary, "iterations_to_target")
+    by_time = fastest_configs(target_summary, "seconds_to_target").set_index(["net", "optimizer"])
+    rows = {}
+    for net in net_order(by_iter):
+        rows[net] = {}
+        panel = by_iter[by_iter["net"] == net].set_index("optimizer")
+        for optimizer in optimizer_order(panel.index):
+            r, t = panel.loc[optimizer], by_time.loc[(net, optimizer)]
+            if not np.isfinite(r["iterations_to_target_cost"]):
+                text = f"not reached ({r['n_reached']}/{r['n_seeds']} seeds at best)"
+            else:
+                text = (
+                    f"{r['iterations_to_target_mean']:,.0f} it (lr {_lr_text(r['lr'])}), "
+                    f"{t['seconds_to_target_mean']:.2f} s (lr {_lr_text(t['lr'])})"
+                )
+            rows[net][optimizer] = text
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table.index.name = "net"
+    return table[optimizer_order(table.columns)].fillna("") if len(table) else table
+
+
+def profile_summary_table(matrix: pd.DataFrame, taus=(1.0, 1.25, 1.5, 2.0, 4.0)) -> pd.DataFrame:
+    """Optimizer x tau: the share of problems (in %) on which the optimizer is within a factor
+    tau of the best, for one cost matrix (see profile_tables)."""
+    profile = analysis.performance_profile(matrix, taus)
+    table = (profile.T * 100).round(0).astype(int).astype(str) + " %"
+    table = table.loc[optimizer_order(table.index)]
+    table.columns = [f"tau {tau:g}" for tau in taus]
+    table.index.name = "optimizer"
+    return table
+
+
+def markdown_table(frame: pd.DataFrame, index: bool = True) -> str:
+    """A GitHub-flavoured Markdown table (no tabulate dependency)."""
+    if index:
+        frame = frame.reset_index()
+    header = [str(c) for c in frame.columns]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for row in frame.itertuples(index=False):
+        cells = [str(v).replace("|", "\\|") for v in row]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# --- the report -------------------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    out_dir: Path
+    written: list[Path] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # figure name -> why
+
+
+FIGURES = {
+    "convergence_train_loss": "training loss against iterations",
+    "convergence_test_accuracy": "test accuracy against iterations",
+    "lr_sensitivity": "final metrics against the learning rate",
+    "batch_size": "test accuracy and training time against the batch size",
+    "time_to_target": "iterations and seconds to the target test accuracy",
+    "performance_profile": "performance profiles",
+}
+
+
+def make_figures(
+    runs: pd.DataFrame, curves: pd.DataFrame, target: float
+) -> dict[str, Figure | Skipped]:
+    """Every figure of the report by name, or the Skipped exception that says why not."""
+    target_summary = analysis.summarize_time_to_target(analysis.time_to_target(curves, target))
+    makers = {
+        "convergence_train_loss": lambda: convergence_figure(runs, curves, "train_loss"),
+        "convergence_test_accuracy": lambda: convergence_figure(runs, curves, "test_accuracy"),
+        "lr_sensitivity": lambda: lr_sensitivity_figure(runs),
+        "batch_size": lambda: batch_size_figure(runs),
+        "time_to_target": lambda: time_to_target_figure(target_summary, target),
+        "performance_profile": lambda: performance_profile_figure(
+            profile_tables(runs, curves, target), target
+        ),
+    }
+    figures = {}
+    for name, make in makers.items():
+        try:
+            figures[name] = make()
+        except Skipped as exc:
+            figures[name] = exc
+    return figures
+
+
+def save_figure(figure: Figure, path: str | Path) -> None:
+    """Save as the file's suffix says (png at 150 dpi, svg with text kept as text)."""
+    with matplotlib.rc_context(STYLE):
+        figure.savefig(path, dpi=150, bbox_inches="tight", pad_inches=0.05)
+
+
+def show(make: Callable[..., Figure], *args, **kwargs) -> Figure | None:
+    """For notebooks: the figure, or None after printing why the sweep cannot have it."""
+    try:
+        return make(*args, **kwargs)
+    except Skipped as exc:
+        print(f"Figure skipped: {exc}")
+        return None
+
+
+def summary_markdown(
+    sweep: Path,
+    runs: pd.DataFrame,
+    curves: pd.DataFrame,
+    target: float,
+    figures: dict[str, str] | None = None,
+    skipped: dict[str, str] | None = None,
+) -> str:
+    """The Markdown summary: what the sweep holds, the final-metrics tables, every config,
+    time to target, performance profiles, and the figures made and skipped."""
+    summary = analysis.summarize(runs)
+    batch = analysis.reference_batch_size(runs)
+    best = analysis.best_configs(summary[summary["batch_size"] == batch])
+    target_summary = analysis.summarize_time_to_target(analysis.time_to_target(curves, target))
+    n_div = int((runs["status"] == "diverged").sum())
+    seeds = runs.groupby(analysis.CONFIG_COLUMNS, dropna=False)["seed"].nunique()
+
+    def values(column: str) -> str:
+        items = runs[column].dropna().unique()
+        numeric = pd.api.types.is_numeric_dtype(runs[column])
+        items = sorted(items) if numeric else sorted(items, key=_natural_key)
+        return ", ".join(f"{v:g}" if numeric else str(v) for v in items)
+
+    seeds_text = f"{seeds.min()}" if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()}"
+
+    parts = [
+        f"# Sweep report: {sweep}",
+        "",
+        f"{len(runs)} runs ({n_div} diverged) of {len(summary)} configs, "
+        f"{seeds_text} seeds each; "
+        f"{', '.join(f'{n:,}' for n in sorted(runs['iterations'].unique()))} iterations.",
+        "",
+        f"* nets: {', '.join(net_order(summary))}",
+        f"* optimizers: {', '.join(optimizer_order(runs['optimizer']))}",
+        f"* learning rates: {values('lr')}",
+        f"* batch sizes: {values('batch_size')}",
+        f"* schedules: {values('schedule')}",
+        "",
+        "Intervals are 95 % confidence intervals of the mean over seeds (Student's t); "
+        "accuracies in %, losses in nats (cross-entropy).",
+        "",
+        f"## Final metrics at the best learning rate (batch {batch})",
+        "",
+        "Best learning rate per net and optimizer: the highest mean final test accuracy "
+        "(configs with a diverged seed last). Bold: the best optimizer of the net.",
+    ]
+    for metric in analysis.SUMMARY_METRICS:
+        parts += [
+            "",
+            f"### {METRIC_LABELS[metric]}",
+            "",
+            markdown_table(final_metrics_table(best, metric)),
+        ]
+    parts += [
+        "",
+        "## Every configuration",
+        "",
+        f"★: the best learning rate of its net and optimizer (at batch {batch}).",
+        "",
+        markdown_table(configs_table(summary, best), index=False),
+        "",
+        f"## Time to {percent(target)} test accuracy",
+        "",
+        "Iterations and training seconds (evaluations excluded) until test accuracy first "
+        "reaches the target, at each optimizer's fastest learning rate, mean over seeds; a "
+        "learning rate counts only when every seed reaches the target. Resolution: the "
+        "evaluation interval.",
+        "",
+    ]
+    if target_summary["n_reached"].sum() if len(target_summary) else 0:
+        parts.append(markdown_table(time_to_target_table(target_summary)))
+    else:
+        parts.append(f"No run reached {percent(target)} test accuracy.")
+    costs = profile_tables(runs, curves, target)
+    parts += [
+        "",
+        "## Performance profiles",
+        "",
+        "Share of problems (net x batch size) on which an optimizer, at its best learning "
+        "rate for the problem, is within a factor tau of the best optimizer "
+        "(tau = 1: it is the best).",
+    ]
+    for key, matrix in costs.items():
+        label = PROFILE_LABELS.get(key, key).replace("target", f"{percent(target)} test accuracy")
+        parts += ["", f"### {label}", ""]
+        if len(matrix) and np.isfinite(matrix.to_numpy()).any():
+            unsolved = int((~np.isfinite(matrix.to_numpy())).all(axis=1).sum())
+            parts.append(markdown_table(profile_summary_table(matrix)))
+            parts.append("")
+            parts.append(
+                f"{len(matrix)} problems"
+                + (f", {unsolved} solved by no optimizer." if unsolved else ".")
+            )
+        else:
+            parts.append("No optimizer solved any problem.")
+    if figures is not None:
+        parts += ["", "## Figures", ""]
+        parts += [f"* [{FIGURES.get(n, n)}]({path})" for n, path in figures.items()]
+        for name, why in (skipped or {}).items():
+            parts.append(f"* skipped: {FIGURES.get(name, name)}: {why}")
+    return "\n".join(parts) + "\n"
+
+
+def write_report(
+    sweep: str | Path,
+    out_dir: str | Path | None = None,
+    target: float = DEFAULT_TARGET,
+    formats: Sequence[str] = ("png", "svg"),
+) -> Report:
+    """Write every figure the sweep supports (as `formats`) and summary.md into `out_dir`
+    (default: <sweep>/report)."""
+    sweep = Path(sweep)
+    runs, curves = load_sweep(sweep)
+    out = Path(out_dir) if out_dir is not None else sweep / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    report = Report(out)
+    figures = {}
+    for name, figure in make_figures(runs, curves, target).items():
+        if isinstance(figure, Skipped):
+            report.skipped[name] = str(figure)
+            continue
+        for fmt in formats:
+            path = out / f"{name}.{fmt}"
+            save_figure(figure, path)
+            report.written.append(path)
+        figures[name] = f"{name}.{formats[0]}"
+    text = summary_markdown(sweep, runs, curves, target, figures, report.skipped)
+    (out / "summary.md").write_text(text)
+    report.written.append(out / "summary.md")
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """`harness-report SWEEP_DIR [--out DIR] [--target 0.97]`."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Figures (PNG, SVG) and a Markdown summary of a sweep folder, without Jupyter.",
+    )
+    parser.add_argument(
+        "sweep", type=Path, help="sweep folder (runs.parquet + curves.parquet, or run folders)"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="output folder (default: SWEEP/report)"
+    )
+    parser.add_argument(
+        "--target",
+        type=float,
+        default=DEFAULT_TARGET,
+        help="test accuracy for time-to-target, as a fraction (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--formats", nargs="+", default=["png", "svg"], help="figure formats (default: png svg)"
+    )
+    args = parser.parse_args(argv)
+
+    def fail(message: str):
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+    if not args.sweep.exists():
+        fail(f"no such folder: {args.sweep}")
+    if not args.sweep.is_dir():
+        fail(f"not a folder: {args.sweep}")
+    if not 0 < args.target <= 1:
+        fail(f"--target is a fraction in (0, 1], got {args.target}")
+    try:
+        report = write_report(args.sweep, args.out, args.target, args.formats)
+    except (OSError, ValueError) as exc:  # unreadable tables, no runs, unknown format, ...
+        fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    for path in report.written:
+        print(path)
+    for name, why in report.skipped.items():
+        print(f"skipped {name}: {why}")

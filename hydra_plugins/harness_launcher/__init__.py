@@ -1,0 +1,1 @@
+"""Hydra launcher plugin of optimizer-harness (hydra/launcher=stacked)."""

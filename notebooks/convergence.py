@@ -1,0 +1,58 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Convergence
+#
+# Training loss and test accuracy against iterations, one panel per net and one curve per
+# optimizer at its best learning rate (highest mean final test accuracy), as in the course
+# figure. The line is the mean over seeds, the band their min-max; a cross marks a curve that
+# ends because a seed diverged.
+#
+# The sweep folder is `$HARNESS_SWEEP` (default: the committed `results/course`).
+
+# %%
+# %matplotlib inline
+from harness import analysis, report
+
+sweep = report.sweep_from_env()
+runs, curves = report.load_sweep(sweep)
+print(f"{sweep}: {len(runs)} runs, {runs['status'].eq('diverged').sum()} diverged")
+
+# %% [markdown]
+# ## Training loss
+
+# %%
+report.show(report.convergence_figure, runs, curves, "train_loss")
+
+# %% [markdown]
+# ## Test accuracy
+
+# %%
+report.show(report.convergence_figure, runs, curves, "test_accuracy")
+
+# %% [markdown]
+# ## The configurations drawn
+#
+# Per net and optimizer, the best learning rate at the reference batch size; mean and 95 %
+# confidence interval (t distribution) over seeds.
+
+# %%
+batch_size = analysis.reference_batch_size(runs)
+report.convergence_configs(runs, batch_size)[
+    ["net", "optimizer", "lr", "momentum", "batch_size", "n_seeds", "n_diverged"]
+    + [f"final_test_accuracy_{s}" for s in ("mean", "ci")]
+    + [f"final_train_loss_{s}" for s in ("mean", "ci")]
+]

@@ -1,0 +1,89 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Summary
+#
+# Final metrics per net and optimizer at the best learning rate, time to a target test
+# accuracy, and performance profiles across problems. The same tables as `harness-report`'s
+# `summary.md`.
+#
+# The sweep folder is `$HARNESS_SWEEP` (default: the committed `results/course`); the target
+# test accuracy is `$HARNESS_TARGET` (default: 0.97).
+
+# %%
+# %matplotlib inline
+from IPython.display import Markdown, display
+
+from harness import analysis, report
+
+sweep = report.sweep_from_env()
+target = report.target_from_env()
+runs, curves = report.load_sweep(sweep)
+summary = analysis.summarize(runs)
+batch_size = analysis.reference_batch_size(runs)
+best = analysis.best_configs(summary[summary["batch_size"] == batch_size])
+print(f"{sweep}: {len(runs)} runs, {len(summary)} configs; target {report.percent(target)}")
+
+# %% [markdown]
+# ## Final metrics at the best learning rate
+#
+# Mean ± 95 % confidence interval over seeds (t distribution), accuracies in %; bold: the best
+# optimizer of each net.
+
+# %%
+Markdown(report.markdown_table(report.final_metrics_table(best, "final_test_accuracy")))
+
+# %%
+Markdown(report.markdown_table(report.final_metrics_table(best, "final_train_loss")))
+
+# %%
+Markdown(report.markdown_table(report.final_metrics_table(best, "best_test_accuracy")))
+
+# %% [markdown]
+# ## Time to target
+#
+# Iterations and training seconds until test accuracy first reaches the target, at each
+# optimizer's fastest learning rate (every seed must reach it).
+
+# %%
+target_summary = analysis.summarize_time_to_target(analysis.time_to_target(curves, target))
+report.show(report.time_to_target_figure, target_summary, target)
+
+# %%
+Markdown(report.markdown_table(report.time_to_target_table(target_summary)))
+
+# %% [markdown]
+# ## Performance profiles
+#
+# Problems are the combinations of net and batch size; on each, an optimizer is at its best
+# learning rate. The profile of an optimizer is the share of problems on which its cost is
+# within a factor tau of the best optimizer's.
+
+# %%
+costs = report.profile_tables(runs, curves, target)
+report.show(report.performance_profile_figure, costs, target)
+
+# %%
+for name, matrix in costs.items():
+    if len(matrix):
+        display(Markdown(f"**{report.PROFILE_LABELS[name]}**"))
+        display(Markdown(report.markdown_table(report.profile_summary_table(matrix))))
+
+# %% [markdown]
+# ## Every configuration
+
+# %%
+Markdown(report.markdown_table(report.configs_table(summary, best), index=False))

@@ -1,0 +1,229 @@
+"""harness.analysis: summaries over seeds, best learning rates, time to target, profiles."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+from smoke_sweep import BATCH_64_LR, LEARNING_RATES, TARGET
+
+from harness import analysis
+from harness.results import load_curves, load_runs
+
+
+def fake_runs(rows) -> pd.DataFrame:
+    """A runs table from (model, optimizer, lr, seed, status, final_test_accuracy,
+    final_train_loss) tuples; the other columns get fixed values."""
+    frame = pd.DataFrame(
+        rows,
+        columns=[
+            "model",
+            "optimizer",
+            "lr",
+            "seed",
+            "status",
+            "final_test_accuracy",
+            "final_train_loss",
+        ],
+    )
+    return frame.assign(
+        schedule="constant",
+        momentum=np.where(frame["optimizer"] == "adam", np.nan, 0.9),
+        batch_size=128,
+        hidden="100",
+        best_test_accuracy=frame["final_test_accuracy"] + 0.01,
+        run_dir=[f"run{i}" for i in range(len(frame))],
+    )
+
+
+@pytest.fixture(scope="module")
+def tables(smoke_sweep):
+    return load_runs(smoke_sweep), load_curves(smoke_sweep)
+
+
+def test_t_interval_is_students_t():
+    values = [0.91, 0.93, 0.92, 0.95]
+    mean, half, n = analysis.t_interval(values)
+    low, high = stats.t.interval(0.95, 3, loc=np.mean(values), scale=stats.sem(values))
+    assert n == 4 and mean == pytest.approx(np.mean(values))
+    assert (mean - half, mean + half) == pytest.approx((low, high))
+    # One value: a mean but no interval; NaNs are left out.
+    assert analysis.t_interval([0.5, math.nan])[0] == 0.5
+    assert math.isnan(analysis.t_interval([0.5])[1])
+
+
+def test_summary_has_one_row_per_config_with_mean_and_ci_over_seeds(tables):
+    runs, _ = tables
+    summary = analysis.summarize(runs)
+    n_configs = 2 * (sum(len(lrs) for lrs in LEARNING_RATES.values()) + len(BATCH_64_LR))
+    assert len(summary) == n_configs
+    assert (summary["n_seeds"] == 2).all()
+    for _, row in summary.iterrows():
+        seeds = runs[
+            (runs["model"] == row["model"])
+            & (runs["optimizer"] == row["optimizer"])
+            & (runs["lr"] == row["lr"])
+            & (runs["batch_size"] == row["batch_size"])
+        ]
+        assert len(seeds) == 2
+        for metric in analysis.SUMMARY_METRICS:
+            mean, half, _ = analysis.t_interval(seeds[metric])
+            assert row[f"{metric}_mean"] == pytest.approx(mean)
+            assert row[f"{metric}_ci"] == pytest.approx(half, nan_ok=True)
+            assert row[f"{metric}_min"] == seeds[metric].min()
+            assert row[f"{metric}_max"] == seeds[metric].max()
+        assert row["n_diverged"] == (seeds["status"] == "diverged").sum()
+    # sgd at lr 50 diverges with every seed; nothing else does.
+    diverged = summary[summary["n_diverged"] > 0]
+    assert set(diverged["optimizer"]) == {"sgd"} and set(diverged["lr"]) == {50.0}
+
+
+def test_best_learning_rate_per_net_and_optimizer(tables):
+    runs, _ = tables
+    summary = analysis.summarize(runs[runs["batch_size"] == 128])
+    best = analysis.best_configs(summary)
+    assert len(best) == 2 * 3  # nets x optimizers
+    for _, row in best.iterrows():
+        group = summary[(summary["net"] == row["net"]) & (summary["optimizer"] == row["optimizer"])]
+        ok = group[group["n_diverged"] == 0]
+        assert row["final_test_accuracy_mean"] == ok["final_test_accuracy_mean"].max()
+        assert row["n_diverged"] == 0
+
+
+def test_a_diverged_config_is_never_best_and_ties_go_to_lower_loss():
+    runs = fake_runs(
+        [
+            ("net2", "sgd", 0.1, 0, "completed", 0.90, 0.30),
+            ("net2", "sgd", 0.1, 1, "completed", 0.92, 0.28),
+            ("net2", "sgd", 1.0, 0, "diverged", 0.99, 0.10),  # last evaluated, looks great
+            ("net2", "sgd", 1.0, 1, "completed", 0.99, 0.10),
+            ("net2", "adam", 0.001, 0, "completed", 0.95, 0.20),
+            ("net2", "adam", 0.01, 0, "completed", 0.95, 0.10),
+        ]
+    )
+    best = analysis.best_configs(analysis.summarize(runs)).set_index("optimizer")
+    assert best.loc["sgd", "lr"] == 0.1
+    assert best.loc["adam", "lr"] == 0.01
+    by_loss = analysis.best_configs(analysis.summarize(runs), by="final_train_loss")
+    assert by_loss.set_index("optimizer").loc["adam", "lr"] == 0.01
+
+
+def test_curve_bands_are_the_mean_over_seeds_and_stop_where_a_seed_diverged(tables):
+    runs, curves = tables
+    configs = analysis.best_configs(analysis.summarize(runs[runs["batch_size"] == 128]))
+    bands = analysis.curve_bands(runs, curves, configs, "train_loss")
+    one = configs.iloc[0]
+    expected = (
+        curves[
+            (curves["metric"] == "train_loss")
+            & (curves["model"] == one["model"])
+            & (curves["optimizer"] == one["optimizer"])
+            & (curves["lr"] == one["lr"])
+            & (curves["batch_size"] == 128)
+        ]
+        .pivot_table(index="iteration", columns="seed", values="value")
+        .dropna()
+    )
+    got = bands[(bands["net"] == one["net"]) & (bands["optimizer"] == one["optimizer"])]
+    assert got["iteration"].tolist() == expected.index.tolist() == [0, 20, 40, 60]
+    np.testing.assert_allclose(got["mean"], expected.mean(axis=1))
+    np.testing.assert_allclose(got["min"], expected.min(axis=1))
+    np.testing.assert_allclose(got["max"], expected.max(axis=1))
+
+    # sgd at lr 50 diverges at once: its curve keeps only the evaluation at iteration 0.
+    diverged = analysis.summarize(runs).query("n_diverged > 0")
+    bands = analysis.curve_bands(runs, curves, diverged, "train_loss")
+    assert set(bands["iteration"]) == {0}
+    assert (bands["n_diverged"] == 2).all() and (bands["diverged_at"] == 5).all()
+    # Averaged over seeds at each iteration, x may also be the training time.
+    timed = analysis.curve_bands(runs, curves, configs.iloc[:1], "train_loss", x="time_s")
+    assert timed["time_s"].iloc[0] == 0 and timed["time_s"].is_monotonic_increasing
+
+
+def test_time_to_target_is_the_first_evaluation_reaching_it(tables):
+    _, curves = tables
+    ttt = analysis.time_to_target(curves, TARGET)
+    assert len(ttt) == curves["run_dir"].nunique()
+    accuracy = curves[curves["metric"] == "test_accuracy"]
+    for _, row in ttt.iterrows():
+        points = accuracy[accuracy["run_dir"] == row["run_dir"]].sort_values("iteration")
+        hits = points[points["value"] >= TARGET]
+        assert row["reached"] == (len(hits) > 0)
+        if len(hits):
+            assert row["iterations_to_target"] == hits["iteration"].iloc[0]
+            assert row["seconds_to_target"] == hits["time_s"].iloc[0]
+            assert row["epochs_to_target"] == hits["epoch"].iloc[0]
+        else:
+            assert math.isnan(row["iterations_to_target"])
+    assert 0 < ttt["reached"].sum() < len(ttt)  # the smoke target splits the runs
+    assert not analysis.time_to_target(curves, 1.01)["reached"].any()
+    # For a loss, reaching the target means falling to it.
+    loss = analysis.time_to_target(curves, 1.0, metric="train_loss")
+    assert loss["reached"].sum() > 0
+    first = loss[loss["reached"]].iloc[0]
+    points = curves[(curves["run_dir"] == first["run_dir"]) & (curves["metric"] == "train_loss")]
+    assert points.loc[points["iteration"] == first["iterations_to_target"], "value"].item() <= 1.0
+
+
+def test_time_to_target_summary_fails_a_config_unless_every_seed_reaches():
+    rows = []
+    for seed, hit in enumerate([20, 40]):
+        rows.append(("net2", "adam", 0.01, seed, hit))
+    rows += [("net2", "sgd", 0.1, 0, 60), ("net2", "sgd", 0.1, 1, math.nan)]
+    ttt = pd.DataFrame(rows, columns=["model", "optimizer", "lr", "seed", "iterations_to_target"])
+    ttt = ttt.assign(
+        schedule="constant",
+        momentum=np.nan,
+        batch_size=128,
+        hidden="100",
+        epochs_to_target=ttt["iterations_to_target"] / 10,
+        seconds_to_target=ttt["iterations_to_target"] / 100,
+        reached=ttt["iterations_to_target"].notna(),
+    )
+    table = analysis.summarize_time_to_target(ttt).set_index("optimizer")
+    assert table.loc["adam", "iterations_to_target_cost"] == 30
+    assert table.loc["adam", "n_reached"] == 2
+    assert table.loc["sgd", "n_reached"] == 1
+    assert table.loc["sgd", "iterations_to_target_mean"] == 60  # over the seed that reached
+    assert table.loc["sgd", "iterations_to_target_cost"] == math.inf
+
+
+def test_performance_profile_of_a_known_cost_matrix():
+    costs = pd.DataFrame(
+        {"a": [1.0, 2.0, 4.0, math.inf], "b": [2.0, 1.0, math.inf, math.inf]},
+        index=pd.Index(["p1", "p2", "p3", "p4"], name="problem"),
+    )
+    profile = analysis.performance_profile(costs)
+    # Ratios: a = 1, 2, 1, fail; b = 2, 1, fail, fail. p4 is solved by nobody: it stays in
+    # the denominator.
+    assert profile.index.tolist() == [1.0, 2.0]
+    assert profile.loc[1.0].tolist() == [0.5, 0.25]
+    assert profile.loc[2.0].tolist() == [0.75, 0.5]
+    at = analysis.performance_profile(costs, taus=[1.5, 100])
+    assert at.loc[1.5].tolist() == [0.5, 0.25] and at.loc[100].tolist() == [0.75, 0.5]
+
+
+def test_profile_costs_tune_each_optimizer_per_problem():
+    table = pd.DataFrame(
+        {
+            "model": ["net1"] * 4 + ["net2"] * 2,
+            "hidden": ["none"] * 4 + ["100"] * 2,
+            "batch_size": 128,
+            "optimizer": ["sgd", "sgd", "adam", "adam", "sgd", "adam"],
+            "lr": [0.1, 1.0, 1e-3, 1e-2, 0.1, 1e-3],
+            "cost": [50.0, 30.0, math.inf, 20.0, math.inf, math.nan],
+        }
+    )
+    matrix = analysis.profile_costs(table, "cost")
+    assert matrix.loc[("net1", "none", 128)].to_dict() == {"adam": 20.0, "sgd": 30.0}
+    assert matrix.loc[("net2", "100", 128)].to_dict() == {"adam": math.inf, "sgd": math.inf}
+
+
+def test_reference_batch_size_and_net_labels():
+    runs = fake_runs([("mlp", "sgd", 0.1, s, "completed", 0.9, 0.3) for s in range(3)])
+    assert analysis.reference_batch_size(runs) == 128
+    assert analysis.reference_batch_size(runs.assign(batch_size=[32, 64, 64])) == 64
+    labels = analysis.net_labels(runs.assign(hidden=["100", "100", "256-256"]))
+    assert labels.tolist() == ["mlp (100)", "mlp (100)", "mlp (256-256)"]
+    assert analysis.net_labels(runs).tolist() == ["mlp"] * 3

@@ -1,0 +1,337 @@
+"""harness.report: the figures draw the analysis tables (checked on the plotted data itself),
+the Markdown summary holds them, and harness-report writes it all or fails in one line."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib.colors as mcolors
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.collections import PolyCollection
+from smoke_sweep import BATCH_64_LR, TARGET
+
+from harness import analysis, report
+from harness.results import CURVES_TABLE, RUNS_TABLE, load_curves, load_runs
+
+
+@pytest.fixture(scope="module")
+def tables(smoke_sweep):
+    return load_runs(smoke_sweep), load_curves(smoke_sweep)
+
+
+def write_sweep(folder: Path, runs: pd.DataFrame, curves: pd.DataFrame) -> Path:
+    """A consolidated sweep folder holding only these rows (as a committed study does)."""
+    folder.mkdir(parents=True)
+    runs.to_parquet(folder / RUNS_TABLE, index=False)
+    curves[curves["run_dir"].isin(runs["run_dir"])].to_parquet(folder / CURVES_TABLE, index=False)
+    return folder
+
+
+def xy(line) -> tuple[np.ndarray, np.ndarray]:
+    """A line's plotted data as float arrays."""
+    return np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
+
+
+def lines_by_color(ax) -> dict[str, list]:
+    """The axes' lines with data (error-bar caps left out), keyed by the optimizer whose colour
+    they have."""
+    names = {mcolors.to_hex(c): n for n, c in report.OPTIMIZER_COLORS.items()}
+    found = {}
+    for line in ax.get_lines():
+        if len(line.get_xdata()) == 0 or line.get_marker() in ("_", "|"):
+            continue
+        found.setdefault(names[mcolors.to_hex(line.get_color())], []).append(line)
+    return found
+
+
+def test_convergence_lines_are_the_mean_over_seeds_of_the_curves_table(tables):
+    runs, curves = tables
+    fig = report.convergence_figure(runs, curves, "train_loss")
+    best = analysis.best_configs(analysis.summarize(runs[runs["batch_size"] == 128]))
+    axes = fig.get_axes()
+    assert [ax.get_title() for ax in axes] == ["net1: no hidden layer", "net2: hidden 100"]
+    for ax, net in zip(axes, ["net1", "net2"], strict=True):
+        assert ax.get_yscale() == "log"
+        assert "iteration" in ax.get_xlabel()
+        drawn = lines_by_color(ax)
+        assert sorted(drawn) == ["adam", "momentum", "sgd"]
+        for optimizer, lines in drawn.items():
+            lr = best[(best["net"] == net) & (best["optimizer"] == optimizer)]["lr"].item()
+            seeds = curves[
+                (curves["metric"] == "train_loss")
+                & (curves["model"] == net)
+                & (curves["optimizer"] == optimizer)
+                & (curves["lr"] == lr)
+                & (curves["batch_size"] == 128)
+            ].pivot_table(index="iteration", columns="seed", values="value")
+            (line,) = lines
+            np.testing.assert_array_equal(line.get_xdata(), seeds.index)
+            np.testing.assert_allclose(line.get_ydata(), seeds.mean(axis=1))
+        # One band per optimizer, spanning the seeds' min and max.
+        bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+        assert len(bands) == 3
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert all(re.fullmatch(r"(sgd|momentum|adam), lr [\d.e+-]+", t) for t in legend)
+    assert axes[0].get_ylabel().startswith("training loss")
+
+
+def test_convergence_of_accuracy_is_in_percent_on_a_logit_axis(tables):
+    runs, curves = tables
+    fig = report.convergence_figure(runs, curves, "test_accuracy")
+    ax = fig.get_axes()[0]
+    assert ax.get_yscale() == "function" and ax.get_ylabel() == "test accuracy (%, logit scale)"
+    low, high = ax.get_ylim()
+    assert 0 < low < 20 and 80 < high < 100
+    linear = report.convergence_figure(runs, curves, "test_accuracy", accuracy_scale="linear")
+    assert linear.get_axes()[0].get_yscale() == "linear"
+    bands = analysis.curve_bands(
+        runs, curves, report.convergence_configs(runs), "test_accuracy"
+    ).query("net == 'net1' and optimizer == 'adam'")
+    (line,) = lines_by_color(ax)["adam"]
+    np.testing.assert_allclose(line.get_ydata(), bands["mean"] * 100)
+
+
+def test_convergence_marks_a_diverged_curve_where_it_ends(tables):
+    runs, curves = tables
+    diverged = runs[runs["lr"] == 50.0]  # sgd, diverged at step 5 with both seeds
+    fig = report.convergence_figure(diverged, curves, "test_accuracy")
+    lines = lines_by_color(fig.get_axes()[0])["sgd"]
+    cross = [line for line in lines if line.get_marker() == "x"]
+    assert len(cross) == 1 and list(cross[0].get_xdata()) == [0]
+    legend = [t.get_text() for t in fig.get_axes()[0].get_legend().get_texts()]
+    assert legend == ["sgd, lr 50 (2/2 diverged)"]
+
+
+def test_lr_sensitivity_points_are_the_summary_and_the_star_is_the_best_lr(tables):
+    runs, _ = tables
+    fig = report.lr_sensitivity_figure(runs)
+    summary = analysis.summarize(runs[runs["batch_size"] == 128])
+    best = analysis.best_configs(summary)
+    axes = np.array(fig.get_axes()).reshape(2, 2)  # rows: loss, accuracy; columns: nets
+    for col, net in enumerate(["net1", "net2"]):
+        for row, (metric, k) in enumerate([("final_train_loss", 1), ("final_test_accuracy", 100)]):
+            ax = axes[row, col]
+            assert ax.get_xscale() == "log"
+            for optimizer, lines in lines_by_color(ax).items():
+                rows = summary[(summary["net"] == net) & (summary["optimizer"] == optimizer)]
+                ok = rows[rows["n_diverged"] == 0].sort_values("lr")
+                curve = next(li for li in lines if li.get_marker() == "o")
+                x, y = xy(curve)
+                np.testing.assert_allclose(x, ok["lr"])
+                np.testing.assert_allclose(y, ok[f"{metric}_mean"] * k)
+                star = next(li for li in lines if li.get_marker() == "*")
+                chosen = best[(best["net"] == net) & (best["optimizer"] == optimizer)]
+                x, y = xy(star)
+                np.testing.assert_allclose(x, chosen["lr"])
+                np.testing.assert_allclose(y, chosen[f"{metric}_mean"] * k)
+                crosses = [li for li in lines if li.get_marker() == "x"]
+                if optimizer == "sgd":  # lr 50 diverged: a cross at the panel's edge
+                    assert [xy(c)[0].tolist() for c in crosses] == [[50.0]]
+                else:
+                    assert not crosses
+    # Error bars span the seeds' min-max.
+    segments = [
+        seg
+        for c in axes[1, 0].collections
+        if hasattr(c, "get_segments")
+        for seg in c.get_segments()
+        if len(seg) == 2 and seg[0][0] == seg[1][0]
+    ]
+    adam = summary.query("net == 'net1' and optimizer == 'adam'")
+    spans = {
+        (round(s[0][0], 6), round(min(s[0][1], s[1][1]), 6), round(max(s[0][1], s[1][1]), 6))
+        for s in segments
+    }
+    for _, r in adam.iterrows():
+        lo, hi = r["final_test_accuracy_min"] * 100, r["final_test_accuracy_max"] * 100
+        assert (round(r["lr"], 6), round(lo, 6), round(hi, 6)) in spans
+
+
+def test_batch_size_points_are_the_best_lr_per_batch_size(tables):
+    runs, _ = tables
+    fig = report.batch_size_figure(runs)
+    table = report.batch_size_table(runs)
+    axes = np.array(fig.get_axes()).reshape(2, 2)
+    assert "batch size" in axes[1, 0].get_xlabel() and axes[0, 0].get_xscale() == "log"
+    for col, net in enumerate(["net1", "net2"]):
+        for row, (metric, k) in enumerate([("final_test_accuracy", 100), ("train_time_s", 1)]):
+            for optimizer, (line,) in lines_by_color(axes[row, col]).items():
+                expected = table[(table["net"] == net) & (table["optimizer"] == optimizer)]
+                expected = expected.sort_values("batch_size")
+                x, y = xy(line)
+                assert x.tolist() == [64, 128]
+                np.testing.assert_allclose(y, expected[f"{metric}_mean"] * k)
+    assert axes[1, 0].get_ylabel().startswith("training time (s")
+
+
+def test_time_to_target_bars_are_the_fastest_configs(tables):
+    runs, curves = tables
+    ts = analysis.summarize_time_to_target(analysis.time_to_target(curves, TARGET))
+    fig = report.time_to_target_figure(ts, TARGET)
+    axes = np.array(fig.get_axes()).reshape(2, 2)
+    for row, measure in enumerate(["iterations_to_target", "seconds_to_target"]):
+        fastest = report.fastest_configs(ts, measure)
+        for col, net in enumerate(["net1", "net2"]):
+            ax = axes[row, col]
+            names = [t.get_text() for t in ax.get_yticklabels()]
+            widths = [bar.get_width() for bar in ax.patches]
+            expected = fastest[fastest["net"] == net].set_index("optimizer").loc[names]
+            cost = expected[f"{measure}_cost"]
+            want = expected[f"{measure}_mean"].where(np.isfinite(cost), 0.0)
+            np.testing.assert_allclose(widths, want)
+            texts = [t.get_text().strip() for t in ax.texts]
+            for name, c in zip(names, cost, strict=True):
+                lr = report._lr_text(expected.loc[name, "lr"])
+                assert (f"lr {lr}" if np.isfinite(c) else "not reached") in texts
+
+
+def test_performance_profile_steps_are_the_profile(tables):
+    runs, curves = tables
+    costs = report.profile_tables(runs, curves, TARGET)
+    fig = report.performance_profile_figure(costs, TARGET)
+    for ax, (key, matrix) in zip(fig.get_axes(), costs.items(), strict=True):
+        profile = analysis.performance_profile(matrix)
+        assert f"{len(matrix)} problems" in ax.get_title()
+        for optimizer, (line,) in lines_by_color(ax).items():
+            np.testing.assert_allclose(line.get_xdata()[:-1], profile.index)
+            np.testing.assert_allclose(line.get_ydata()[:-1], profile[optimizer] * 100)
+        assert key in report.PROFILE_LABELS
+
+
+def test_one_colour_per_optimizer_in_every_figure(tables):
+    runs, curves = tables
+    figures = report.make_figures(runs, curves, TARGET)
+    assert not [n for n, f in figures.items() if isinstance(f, report.Skipped)]
+    for figure in figures.values():
+        for ax in figure.get_axes():
+            for optimizer, lines in lines_by_color(ax).items():
+                for line in lines:
+                    assert mcolors.to_hex(line.get_color()) == report.OPTIMIZER_COLORS[optimizer]
+    # Unknown optimizers get a stable colour of their own.
+    assert report.optimizer_color("lion") == report.optimizer_color("lion")
+    assert report.optimizer_color("lion") not in report.OPTIMIZER_COLORS.values()
+
+
+def test_final_metrics_table_values_are_the_summary(tables):
+    runs, _ = tables
+    summary = analysis.summarize(runs[runs["batch_size"] == 128])
+    best = analysis.best_configs(summary)
+    table = report.final_metrics_table(best, "final_test_accuracy")
+    assert table.index.tolist() == ["net1", "net2"]
+    assert table.columns.tolist() == ["sgd", "momentum", "adam"]
+    for net in table.index:
+        bold = [o for o in table.columns if table.loc[net, o].startswith("**")]
+        assert len(bold) == 1
+        for optimizer in table.columns:
+            r = best[(best["net"] == net) & (best["optimizer"] == optimizer)].iloc[0]
+            mean, ci, lr = re.match(
+                r"\**([\d.]+) ± ([\d.]+) \(lr ([\d.e+-]+)\)", table.loc[net, optimizer]
+            ).groups()
+            assert float(mean) == pytest.approx(r["final_test_accuracy_mean"] * 100, abs=0.005)
+            assert float(ci) == pytest.approx(r["final_test_accuracy_ci"] * 100, abs=0.005)
+            assert float(lr) == pytest.approx(r["lr"])
+        winner = best[best["net"] == net].set_index("optimizer")["final_test_accuracy_mean"]
+        assert bold == [winner.idxmax()]
+
+
+def test_report_writes_every_figure_and_the_summary(smoke_sweep, tmp_path):
+    out = tmp_path / "report"
+    report.main([str(smoke_sweep), "--out", str(out), "--target", str(TARGET)])
+    names = sorted(p.name for p in out.iterdir())
+    expected = sorted(f"{n}.{ext}" for n in report.FIGURES for ext in ("png", "svg"))
+    assert names == sorted([*expected, "summary.md"])
+    for path in out.glob("*.png"):
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = (out / "summary.md").read_text()
+    for heading in [
+        "## Final metrics at the best learning rate (batch 128)",
+        "## Every configuration",
+        "## Time to 80 % test accuracy",
+        "## Performance profiles",
+        "## Figures",
+    ]:
+        assert heading in text
+    table = report.markdown_table(
+        report.final_metrics_table(
+            analysis.best_configs(
+                analysis.summarize(load_runs(smoke_sweep)).query("batch_size == 128")
+            )
+        )
+    )
+    assert table in text
+    assert "skipped" not in text
+
+
+def test_report_skips_what_the_sweep_cannot_show_and_says_why(tables, tmp_path):
+    runs, curves = tables
+    # One learning rate per optimizer and one batch size; no run reaches 99.9 %.
+    one = runs[(runs["batch_size"] == 128) & (runs["lr"] == runs["optimizer"].map(BATCH_64_LR))]
+    sweep = write_sweep(tmp_path / "one-lr", one, curves)
+    result = report.write_report(sweep, tmp_path / "out", target=0.999, formats=("png",))
+    assert set(result.skipped) == {"lr_sensitivity", "batch_size", "time_to_target"}
+    assert "single learning rate" in result.skipped["lr_sensitivity"]
+    assert "single batch size" in result.skipped["batch_size"]
+    assert "99.9 %" in result.skipped["time_to_target"]
+    written = sorted(p.name for p in result.written)
+    assert written == [
+        "convergence_test_accuracy.png",
+        "convergence_train_loss.png",
+        "performance_profile.png",
+        "summary.md",
+    ]
+    # The profiles of time to target are left out (nobody reached it), and the figure says so.
+    profile = report.performance_profile_figure(report.profile_tables(one, curves, 0.999), 0.999)
+    assert [ax.get_title().splitlines()[0] for ax in profile.get_axes()] == ["final training loss"]
+    assert "left out, no optimizer succeeded: iterations to 99.9 %" in profile.get_suptitle()
+    text = (tmp_path / "out" / "summary.md").read_text()
+    assert "skipped: final metrics against the learning rate: the sweep has a single" in text
+    assert "No run reached 99.9 % test accuracy." in text
+    with pytest.raises(report.Skipped, match="single learning rate"):
+        report.lr_sensitivity_figure(one)
+    assert report.show(report.lr_sensitivity_figure, one) is None
+
+
+def test_a_sweep_of_diverged_runs_only_still_reports(tables, tmp_path):
+    runs, curves = tables
+    sweep = write_sweep(tmp_path / "diverged", runs[runs["status"] == "diverged"], curves)
+    result = report.write_report(sweep, tmp_path / "out", formats=("png",))
+    assert (tmp_path / "out" / "summary.md").exists()
+    assert "convergence_train_loss" not in result.skipped
+
+
+def test_bad_input_from_the_command_line_is_one_line_and_exit_status_2(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-c", "from harness.report import main; main()", str(tmp_path / "no")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
+    assert result.returncode == 2
+    assert result.stderr == f"harness-report: error: no such folder: {tmp_path / 'no'}\n"
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("case", ["empty", "file", "corrupt", "target"])
+def test_bad_input_is_one_line_on_stderr_and_exit_status_2(tmp_path, capsys, case):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "a.txt").write_text("x")
+    (tmp_path / "corrupt").mkdir()
+    (tmp_path / "corrupt" / RUNS_TABLE).write_bytes(b"not parquet")
+    args, message = {
+        "empty": ([tmp_path / "empty"], "no runs in"),
+        "file": ([tmp_path / "a.txt"], "not a folder"),
+        "corrupt": ([tmp_path / "corrupt"], "Parquet"),
+        "target": ([tmp_path / "empty", "--target", "97"], "--target is a fraction"),
+    }[case]
+    with pytest.raises(SystemExit) as exit_info:
+        report.main([str(a) for a in args])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("harness-report: error: "), err
+    assert message in err
+    assert not list(tmp_path.rglob("summary.md"))

@@ -1,0 +1,194 @@
+"""The stacked engine gives the single-run engine's results: exactness, divergence, outputs."""
+
+import json
+import random
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import CONF_DIR, compose_config, hydra_context
+from harness.errors import HarnessError
+from harness.run import execute
+from harness.stacked import execute_group, execute_jobs, group_key
+
+OPTIMIZERS = sorted(p.stem for p in (CONF_DIR / "optimizer").glob("*.yaml"))
+SCHEDULES = sorted(p.stem for p in (CONF_DIR / "schedule").glob("*.yaml"))
+ACTIVATIONS = ["sigmoid", "relu", "tanh", "gelu", "elu", "leaky_relu", "identity"]
+# Learning rates that train without diverging in 100 float64 steps.
+LR = {"sgd": 0.1, "momentum": 0.02, "nesterov": 0.02, "adagrad": 0.02, "adadelta": 1.0}
+
+
+def small(dtype: str, iterations: int, eval_every: int, log_every: int) -> list[str]:
+    return [
+        "data.train_size=1000",
+        "data.test_size=200",
+        f"train.iterations={iterations}",
+        f"train.eval_every={eval_every}",
+        f"train.log_every={log_every}",
+        "train.eval_train_size=300",
+        "train.batch_size=50",
+        f"train.dtype={dtype}",
+        "threads=1",
+        "seed=7",
+    ]
+
+
+def random_overrides(optimizer: str, rng: random.Random) -> list[str]:
+    """A random config of `optimizer`: learning rate, schedule and its optional settings."""
+    lr = LR.get(optimizer, 0.002) * rng.choice([0.5, 1.0, 1.5])
+    out = [f"optimizer={optimizer}", f"optimizer.lr={lr:g}", f"schedule={rng.choice(SCHEDULES)}"]
+    if rng.random() < 0.4 and optimizer != "adamw":
+        out.append(f"optimizer.weight_decay={rng.choice([1e-4, 1e-3])}")
+    if optimizer in ("momentum", "nesterov"):
+        out.append(f"optimizer.momentum={rng.choice([0.5, 0.9])}")
+    if optimizer in ("adam", "adamw") and rng.random() < 0.5:
+        out.append("optimizer.amsgrad=true")
+    if optimizer == "rmsprop":
+        out += [
+            f"optimizer.centered={rng.random() < 0.5}",
+            f"optimizer.momentum={rng.choice([0, 0.5])}",
+        ]
+    if optimizer == "adagrad" and rng.random() < 0.5:
+        out.append("optimizer.lr_decay=0.01")
+    return out
+
+
+def train_both(tmp_path, mnist_dir, base, configs):
+    """Train `configs` stacked (one group) and one by one; returns both records and metrics."""
+    with hydra_context():
+        cfgs = [compose_config([f"data.root={mnist_dir}", *base, *c]) for c in configs]
+    jobs = [
+        (cfg, tmp_path / f"stacked{i}", {"optimizer": cfg.optimizer._target_})
+        for i, cfg in enumerate(cfgs)
+    ]
+    assert len({group_key(cfg) for cfg in cfgs}) == 1
+    stacked = execute_group(jobs)
+    single = [
+        execute(cfg, tmp_path / f"single{i}", choices) for i, (cfg, _, choices) in enumerate(jobs)
+    ]
+    metrics = [
+        (
+            pd.read_parquet(tmp_path / f"stacked{i}/metrics.parquet"),
+            pd.read_parquet(tmp_path / f"single{i}/metrics.parquet"),
+        )
+        for i in range(len(cfgs))
+    ]
+    return stacked, single, metrics
+
+
+def max_difference(a: pd.DataFrame, b: pd.DataFrame) -> float:
+    # Same measurements at the same steps; only the measured time differs.
+    pd.testing.assert_frame_equal(
+        a.drop(columns=["time_s", "value"]), b.drop(columns=["time_s", "value"])
+    )
+    return float(np.max(np.abs(a.value.to_numpy() - b.value.to_numpy())))
+
+
+@pytest.mark.parametrize("model", ["net2", "mlp"])
+def test_float64_stacked_equals_single_after_100_steps_for_all_optimizers(
+    tmp_path, mnist_dir, model
+):
+    rng = random.Random(f"float64-{model}")
+    arch = ["model=net2"]
+    if model == "mlp":
+        arch = [
+            "model=mlp",
+            "model.hidden=[24,16]",
+            f"model.activations=[{rng.choice(ACTIVATIONS)},{rng.choice(ACTIVATIONS)}]",
+        ]
+    configs = [[*arch, *random_overrides(o, rng)] for o in OPTIMIZERS]
+    stacked, single, metrics = train_both(
+        tmp_path, mnist_dir, small("float64", 100, 50, 10), configs
+    )
+    for config, s, r, (a, b) in zip(configs, stacked, single, metrics, strict=True):
+        assert s["status"] == r["status"] == "completed", config
+        assert max_difference(a, b) <= 1e-10, config
+        assert s["config_hash"] == r["config_hash"]
+
+
+def test_float32_stacked_equals_single_after_5_steps(tmp_path, mnist_dir):
+    rng = random.Random("float32")
+    configs = [["model=net3", *random_overrides(o, rng)] for o in OPTIMIZERS]
+    _, _, metrics = train_both(tmp_path, mnist_dir, small("float32", 5, 5, 1), configs)
+    for config, (a, b) in zip(configs, metrics, strict=True):
+        assert max_difference(a, b) <= 1e-5, config
+
+
+def test_a_diverging_model_does_not_disturb_the_others(tmp_path, mnist_dir):
+    configs = [
+        ["model=net3", "optimizer=adam"],
+        ["model=net3", "optimizer=sgd", "optimizer.lr=1e4"],
+        ["model=net3", "optimizer=momentum", "schedule=cosine"],
+    ]
+    stacked, single, metrics = train_both(tmp_path, mnist_dir, small("float64", 60, 20, 5), configs)
+    assert [r["status"] for r in stacked] == ["completed", "diverged", "completed"]
+    assert stacked[1]["diverged_at"] == single[1]["diverged_at"] < 60
+    for a, b in metrics:  # the diverged run's curve stops where the single run's does
+        assert max_difference(a, b) <= 1e-10 or not np.isfinite(a.value).all()
+    a, b = metrics[1]
+    assert a.iteration.max() == b.iteration.max() == single[1]["diverged_at"]
+
+
+def test_written_results_have_execute_structure(tmp_path, mnist_dir):
+    configs = [["model=net1", "optimizer=sgd"], ["model=net1", "optimizer=adam"]]
+    stacked, single, metrics = train_both(tmp_path, mnist_dir, small("float32", 20, 10, 5), configs)
+    for s, r in zip(stacked, single, strict=True):
+        assert set(s) == set(r) and set(s["final"]) == set(r["final"])
+        assert s["config"] == r["config"] and s["choices"] == r["choices"]
+        assert s["iterations"] == r["iterations"] and s["epochs"] == r["epochs"]
+    on_disk = json.loads((tmp_path / "stacked0" / "run.json").read_text())
+    assert on_disk["status"] == "completed" and on_disk["final"] == stacked[0]["final"]
+    for a, b in metrics:
+        assert list(a.columns) == list(b.columns) and (a.dtypes == b.dtypes).all()
+        assert len(a) == len(b)
+    # One stack: every model reports the stack's optimisation time.
+    assert metrics[0][0].time_s.tolist() == metrics[1][0].time_s.tolist()
+
+
+def test_group_key(mnist_dir):
+    with hydra_context():
+        base = [f"data.root={mnist_dir}", "model=net2"]
+        key = group_key(compose_config(base))
+        assert key is not None
+        assert (
+            group_key(compose_config([*base, "optimizer=sgd", "optimizer.lr=0.5", "schedule=step"]))
+            == key
+        )
+        assert group_key(compose_config([*base, "train.divergence_factor=3"])) == key
+        for other in (
+            "seed=1",
+            "train.batch_size=64",
+            "model=net3",
+            "data.train_size=500",
+            "train.dtype=float64",
+        ):
+            assert group_key(compose_config([*base, other])) != key, other
+        assert group_key(compose_config([*base, "model._target_=torch.nn.Identity"])) is None
+        assert group_key(compose_config([*base, "optimizer.lr=-1"])) is None
+
+
+def test_a_bad_job_fails_the_group_before_anything_is_written(tmp_path, mnist_dir):
+    with hydra_context():
+        base = [f"data.root={mnist_dir}", *small("float32", 5, 5, 5)]
+        good = compose_config([*base, "optimizer=sgd"])
+        bad = compose_config([*base, "optimizer=sgd", "train.batch_size=5000"])
+    with pytest.raises(HarnessError, match="larger than the training set"):
+        execute_group([(good, tmp_path / "good", {}), (bad, tmp_path / "bad", {})])
+    assert not any(tmp_path.iterdir())
+
+
+def test_execute_jobs_in_two_worker_processes(tmp_path, mnist_dir):
+    with hydra_context():
+        base = [f"data.root={mnist_dir}", *small("float64", 20, 10, 5), "train.engine=stacked"]
+        cfgs = [compose_config([*base, f"optimizer={o}"]) for o in ("sgd", "adam", "rmsprop")]
+    jobs = [(cfg, tmp_path / f"w{i}", {}) for i, cfg in enumerate(cfgs)]
+    records = execute_jobs(jobs, workers=2)
+    assert [r["config"]["optimizer"]["_target_"] for r in records] == [
+        c.optimizer._target_ for c in cfgs
+    ]
+    for i, cfg in enumerate(cfgs):
+        single = execute(cfg, tmp_path / f"s{i}", {})
+        a, b = (pd.read_parquet(tmp_path / f"{n}{i}/metrics.parquet") for n in "ws")
+        assert max_difference(a, b) <= 1e-10
+        assert records[i]["final"] == pytest.approx(single["final"], abs=1e-10)

@@ -1,0 +1,186 @@
+"""Sweeps: named studies, consolidated tables, resume after a kill, parallel and cluster
+launchers, divergence inside a sweep."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from conftest import MNIST_DIR, REPO, compose_config, hydra_context, run_cli
+from harness.results import load_curves, load_runs
+from harness.sweep import SWEEP_FILE, sweep_jobs
+
+TINY = ["train.iterations=20", "train.eval_every=10", "data.train_size=500", "data.test_size=200"]
+
+
+def sweep(tmp_path, *overrides, name="sweep"):
+    return run_cli("-m", *overrides, f"hydra.sweep.dir={tmp_path / name}", cwd=tmp_path)
+
+
+@pytest.mark.parametrize(
+    "experiment,jobs",
+    [
+        ("smoke", 8),
+        ("course", 81),
+        ("lr_grid", 810),
+        ("momentum", 120),
+        ("batch_size", 42),
+        ("depth", 60),
+    ],
+)
+def test_studies_compose_and_expand(experiment, jobs):
+    with hydra_context():
+        cfg = compose_config([f"experiment={experiment}"], return_hydra_config=True)
+        expanded = sweep_jobs(cfg)
+        assert len(expanded) == jobs
+        assert all(any(o.startswith("seed=") for o in job) for job in expanded)  # seeds an axis
+        assert cfg.hydra.sweep.dir == f"results/{experiment}"
+        # Every job of the study composes to a valid config.
+        for job in expanded[:: max(1, len(expanded) // 12)]:
+            compose_config(job)
+
+
+def test_smoke_sweep_tables_and_resume(tmp_path):
+    result = sweep(tmp_path, "experiment=smoke")
+    assert result.returncode == 0, result.stderr
+    assert "run 8 of 8" in result.stdout
+    folder = tmp_path / "sweep"
+    runs = pd.read_parquet(folder / "runs.parquet")
+    curves = pd.read_parquet(folder / "curves.parquet")
+    assert len(runs) == 8 and runs.config_hash.is_unique
+    assert sorted(runs.groupby(["model", "optimizer"]).size().tolist()) == [2, 2, 2, 2]
+    # 100 iterations: 20 batch-loss + 20 lr rows, and 5 evaluations x 4 metrics per run.
+    assert curves.groupby("run_dir").size().tolist() == [60] * 8
+    # A notebook can plot load_runs / load_curves without reshaping.
+    loaded = load_runs(folder)
+    assert loaded.final_test_accuracy.between(0.5, 1).all()
+    acc = load_curves(folder).query("metric == 'test_accuracy'")
+    wide = acc.pivot_table(index="iteration", columns=["model", "optimizer"], values="value")
+    assert wide.shape == (5, 4)
+
+    # The same command again resumes: nothing left to run, nothing duplicated.
+    again = sweep(tmp_path, "experiment=smoke")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count("skipped: this config already finished") == 8
+    assert len(pd.read_parquet(folder / "runs.parquet")) == 8
+
+    # harness-collect on demand gives the same tables.
+    (folder / "runs.parquet").unlink()
+    collected = subprocess.run(
+        [sys.executable, "-c", "from harness.cli import collect_main; collect_main()", str(folder)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "8 runs, 480 curve rows" in collected.stdout
+    pd.testing.assert_frame_equal(pd.read_parquet(folder / "runs.parquet"), runs)
+
+
+def test_another_sweep_into_the_same_folder_is_refused_unless_appended(tmp_path):
+    assert sweep(tmp_path, *TINY, "optimizer=sgd,adam", "model=net1").returncode == 0
+    refused = sweep(tmp_path, *TINY, "optimizer=adagrad", "model=net1")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().count("\n") == 0 and "holds another sweep" in refused.stderr
+    assert len(load_runs(tmp_path / "sweep")) == 2
+    added = sweep(tmp_path, *TINY, "optimizer=adagrad", "model=net1", "sweep.append=true")
+    assert added.returncode == 0, added.stderr
+    assert sorted(load_runs(tmp_path / "sweep").optimizer) == ["adagrad", "adam", "sgd"]
+    state = json.loads((tmp_path / "sweep" / SWEEP_FILE).read_text())
+    assert len(state["invocations"]) == 2
+
+
+def test_diverging_run_inside_a_sweep(tmp_path):
+    result = sweep(tmp_path, *TINY, "model=net3", "optimizer=sgd", "optimizer.lr=0.1,1e4,0.01")
+    assert result.returncode == 0, result.stderr
+    runs = load_runs(tmp_path / "sweep").set_index("lr")
+    assert runs.status.to_dict() == {0.01: "completed", 0.1: "completed", 1e4: "diverged"}
+
+
+def test_killed_sweep_resumes_every_run_exactly_once(tmp_path):
+    overrides = [
+        "-m",
+        "experiment=smoke",
+        "train.iterations=1500",
+        "train.eval_every=500",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+    ]
+    cmd = [sys.executable, "-c", "from harness.cli import train; train()", *overrides]
+    env = {**os.environ, "HARNESS_DATA_ROOT": str(MNIST_DIR)}
+    proc = subprocess.Popen(
+        cmd,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    folder, deadline = tmp_path / "sweep", time.monotonic() + 240
+
+    def started_and_finished() -> tuple[int, int]:
+        started = [p for p in folder.glob("*") if (p / ".hydra").is_dir()]
+        return len(started), len(list(folder.rglob("run.json")))
+
+    while started_and_finished() < (3, 2) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)  # mid-run: the third run has started
+    proc.wait()
+    finished = started_and_finished()[1]
+    assert 2 <= finished < 8
+    assert not (tmp_path / "sweep" / "runs.parquet").exists()
+    # The interrupted run left no result, only its Hydra folder.
+    assert len(load_runs(tmp_path / "sweep")) == finished
+
+    result = run_cli(*overrides, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("skipped: this config already finished") == finished
+    runs = pd.read_parquet(tmp_path / "sweep" / "runs.parquet")
+    assert len(runs) == 8 and runs.config_hash.is_unique and runs.run_dir.is_unique
+    assert (runs.status == "completed").all()
+
+
+def test_parallel_joblib_workers_give_the_sequential_results(tmp_path):
+    axes = [*TINY, "model=net1,net2", "optimizer=sgd,adam", "seed=0,1", "threads=1"]
+    assert sweep(tmp_path, *axes, name="sequential").returncode == 0
+    result = sweep(
+        tmp_path, *axes, "hydra/launcher=parallel", "hydra.launcher.n_jobs=2", name="parallel"
+    )
+    assert result.returncode == 0, result.stderr
+    seq = pd.read_parquet(tmp_path / "sequential" / "runs.parquet").set_index("config_hash")
+    par = pd.read_parquet(tmp_path / "parallel" / "runs.parquet").set_index("config_hash")
+    assert len(par) == 8 and par.index.is_unique
+    metrics = ["final_test_accuracy", "final_test_loss", "final_train_loss", "run_dir"]
+    pd.testing.assert_frame_equal(par.loc[seq.index, metrics], seq[metrics])
+    # No mixed rows: every curve row belongs to the run whose identity it carries.
+    curves = load_curves(tmp_path / "parallel")
+    per_run = curves.groupby("run_dir")[["model", "optimizer", "seed"]].nunique()
+    assert (per_run == 1).all().all() and len(per_run) == 8
+
+
+def test_submitit_local_launcher(tmp_path):
+    result = sweep(
+        tmp_path,
+        *TINY,
+        "model=net1",
+        "optimizer=sgd,adam",
+        "hydra/launcher=submitit_local",
+        "hydra.launcher.timeout_min=5",
+    )
+    assert result.returncode == 0, result.stderr
+    runs = pd.read_parquet(tmp_path / "sweep" / "runs.parquet")
+    assert sorted(runs.optimizer) == ["adam", "sgd"]
+
+
+def test_slurm_launcher_config_composes():
+    with hydra_context():
+        cfg = compose_config(["hydra/launcher=slurm"], return_hydra_config=True)
+    launcher = cfg.hydra.launcher
+    assert (
+        launcher._target_ == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+    )
+    assert launcher.cpus_per_task == 2 and launcher.array_parallelism == 64
+    assert (REPO / "conf" / "hydra" / "launcher" / "slurm.yaml").exists()
