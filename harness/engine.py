@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -61,6 +61,20 @@ def divergence_limit(factor: float | None, initial_loss: float) -> float:
 
 def diverging(loss: float, limit: float) -> bool:
     return not math.isfinite(loss) or loss > limit
+
+
+def batch_indices(
+    n: int, batch_size: int, iterations: int, generator: torch.Generator, device: torch.device
+) -> Iterator[tuple[int, torch.Tensor]]:
+    """(iteration, row indices) of every step: each epoch is a fresh permutation drawn from
+    `generator`, cut into batches (the last incomplete batch of an epoch is dropped)."""
+    steps_per_epoch = n // batch_size
+    perm = torch.empty(0, dtype=torch.int64)
+    for it in range(1, iterations + 1):
+        pos = (it - 1) % steps_per_epoch
+        if pos == 0:
+            perm = torch.randperm(n, generator=generator).to(device)
+        yield it, perm[pos * batch_size : (pos + 1) * batch_size]
 
 
 @torch.no_grad()
@@ -119,14 +133,9 @@ def train(
 
     limit = divergence_limit(schedule.divergence_factor, run_evaluation(0))
 
-    perm = torch.empty(0, dtype=torch.int64)
     status, diverged_at = "completed", None
     tic = time.perf_counter()
-    for it in range(1, schedule.iterations + 1):
-        pos = (it - 1) % steps_per_epoch
-        if pos == 0:
-            perm = torch.randperm(n, generator=order_generator).to(x.device)
-        idx = perm[pos * bs : (pos + 1) * bs]
+    for it, idx in batch_indices(n, bs, schedule.iterations, order_generator, x.device):
         loss = F.cross_entropy(model(x[idx]), y[idx])
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

@@ -46,7 +46,14 @@ from torch.optim.optimizer import _get_scalar_dtype
 from tqdm.auto import tqdm
 
 from harness import run as run_module
-from harness.engine import EVAL_CHUNK, Outcome, Recorder, divergence_limit, diverging
+from harness.engine import (
+    EVAL_CHUNK,
+    Outcome,
+    Recorder,
+    batch_indices,
+    divergence_limit,
+    diverging,
+)
 from harness.errors import HarnessError
 from harness.models import ACTIVATIONS, MLP, resolve_activations
 from harness.validate import validate_run
@@ -625,14 +632,9 @@ def train_stack(runs: Sequence[run_module.PreparedRun], progress: bool = False) 
         divergence_limit(r.problem.schedule.divergence_factor, v)
         for r, v in zip(runs, initial, strict=True)
     ]
-    order_generator = runs[0].order_generator()
-    perm = torch.empty(0, dtype=torch.int64)
+    batches = batch_indices(n, bs, schedule.iterations, runs[0].order_generator(), x.device)
     tic = time.perf_counter()
-    for it in range(1, schedule.iterations + 1):
-        pos = (it - 1) % steps_per_epoch
-        if pos == 0:
-            perm = torch.randperm(n, generator=order_generator).to(x.device)
-        idx = perm[pos * bs : (pos + 1) * bs]
+    for it, idx in batches:
         losses[:, (it - 1) % log_every] = stack.train_step(x[idx], y[idx])
         optimizers.step()
         with warnings.catch_warnings():
