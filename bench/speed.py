@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -49,18 +50,6 @@ CONFIGS = [
     }.items()
     for lr in lrs
 ]
-COURSE_NETS = ("net1", "net2", "net3")
-COURSE_OPTIMIZERS = (
-    "sgd",
-    "momentum",
-    "nesterov",
-    "adagrad",
-    "adadelta",
-    "rmsprop",
-    "adam",
-    "adamax",
-    "nadam",
-)
 
 
 def matmul_peak(threads: int, n: int = 2048, repeats: int = 7) -> float:
@@ -211,51 +200,36 @@ def bench_net(args, net: str, peak: float, x: torch.Tensor, y: torch.Tensor) -> 
 
 
 def course(args) -> list[tuple[str, float, int]]:
-    """Wall time of the whole course study (27 runs, 20,000 iterations, evaluations) with each
-    engine; returns (engine, seconds, runs completed)."""
-    cfgs = [
+    """Wall time of the whole course study end to end, as a user runs it (harness-train -m
+    experiment=course, one seed: 27 runs of 20,000 iterations with their evaluations), with each
+    engine; returns (engine, seconds, runs finished)."""
+    commands = [
         (
-            compose(
-                "config",
-                [
-                    f"data.root={args.data_root}",
-                    f"model={net}",
-                    f"optimizer={o}",
-                    "train.progress=false",
-                ],
-            ),
-            net,
-            o,
-        )
-        for net in COURSE_NETS
-        for o in COURSE_OPTIMIZERS
+            "stacked engine (hydra/launcher=stacked)",
+            ["hydra/launcher=stacked", "train.engine=stacked"],
+        ),
+        ("single-run engine (hydra/launcher=parallel)", ["hydra/launcher=parallel"]),
     ]
+    if args.course_stacked_only:
+        commands = commands[:1]
     results = []
     with tempfile.TemporaryDirectory() as tmp:
-        tic = time.perf_counter()
-        jobs = [
-            (c, Path(tmp) / "stacked" / f"{n}-{o}", {"model": n, "optimizer": o})
-            for c, n, o in cfgs
-        ]
-        records = execute_jobs(jobs, workers=args.workers)
-        results.append(
-            (f"stacked ({args.workers} worker processes)", time.perf_counter() - tic, len(records))
-        )
-        print(f"course, stacked: {results[-1][1]:.0f} s", file=sys.stderr)
-        if not args.course_stacked_only:
-            torch.set_num_threads(os.cpu_count() or 1)
+        for label, launcher in commands:
+            folder = Path(tmp) / label.split()[0]
+            cmd = [
+                "harness-train",
+                "-m",
+                "experiment=course",
+                "seed=0",
+                *launcher,
+                f"data.root={args.data_root}",
+                f"hydra.sweep.dir={folder}",
+            ]
             tic = time.perf_counter()
-            for c, n, o in cfgs:
-                run_module.execute(
-                    c, Path(tmp) / "single" / f"{n}-{o}", {"model": n, "optimizer": o}
-                )
-            results.append(
-                (
-                    "single-run engine (one process, runs in turn)",
-                    time.perf_counter() - tic,
-                    len(cfgs),
-                )
-            )
+            subprocess.run(cmd, check=True, capture_output=True)
+            seconds = time.perf_counter() - tic
+            results.append((label, seconds, len(list(folder.rglob("run.json")))))
+            print(f"course, {label}: {seconds:.0f} s", file=sys.stderr)
     return results
 
 

@@ -12,8 +12,14 @@ a leading model dimension and trained with one pass over each batch:
   gradient tensors, using the same ATen backward kernels autograd would call;
 * each model keeps its own ``nn.Module``, optimizer and LR scheduler exactly as `run.prepare`
   built them (so initialisation is the single-run engine's by construction): its parameters'
-  ``.data`` and ``.grad`` are views into the stacked tensors, and its own torch.optim ``step()``
-  and scheduler ``step()`` run unchanged, whatever the optimizer class;
+  ``.data`` and ``.grad`` are views into the stacked tensors, and its scheduler steps its own
+  optimizer's hyper-parameters. The update itself takes one of three paths (`StackedOptimizers`):
+  the eight course optimizer classes in their default implementation are updated slice-wise by
+  `RULES`, torch's single-tensor update rewritten with per-model [K, 1, 1] coefficients (one set
+  of tensor operations for all models of a class; exact against torch.optim, see the tests);
+  SGD, Adam, AdamW and Adagrad on models of >= 50,000 parameters step through torch's own fused
+  implementation instead (one pass over memory; ~1e-7 from the default one in float32); any
+  other optimizer (RAdam, third-party classes, unusual settings) runs its own ``step()``;
 * a model whose loss diverges is recorded as diverged and removed from the stack (the stack is
   rebuilt without it), so it neither slows down nor disturbs the others.
 

@@ -184,3 +184,20 @@ def test_slurm_launcher_config_composes():
     )
     assert launcher.cpus_per_task == 2 and launcher.array_parallelism == 64
     assert (REPO / "conf" / "hydra" / "launcher" / "slurm.yaml").exists()
+
+
+def test_stacked_launcher_gives_the_single_engine_results_and_resumes(tmp_path):
+    axes = [*TINY, "model=net1,net2", "optimizer=sgd,adam,rmsprop", "seed=0", "threads=1"]
+    assert sweep(tmp_path, *axes, name="single").returncode == 0
+    stacked = [*axes, "hydra/launcher=stacked", "train.engine=stacked"]
+    result = sweep(tmp_path, *stacked, name="stacked")
+    assert result.returncode == 0, result.stderr
+    assert "training 6 runs as" in result.stdout
+    single = pd.read_parquet(tmp_path / "single" / "runs.parquet").set_index("config_hash")
+    stack = pd.read_parquet(tmp_path / "stacked" / "runs.parquet").set_index("config_hash")
+    assert sorted(stack.index) == sorted(single.index)  # same configs, same run folders
+    pd.testing.assert_series_equal(stack.run_dir, single.run_dir.loc[stack.index])
+    for metric in ("final_test_loss", "final_train_loss"):
+        assert (stack[metric] - single[metric].loc[stack.index]).abs().max() < 1e-4
+    again = sweep(tmp_path, *stacked, name="stacked")
+    assert again.returncode == 0 and again.stdout.count("skipped") == 6
