@@ -789,6 +789,8 @@ def execute_jobs(jobs: Sequence[Job], workers: int | None = None) -> list[dict[s
     another. All configs are validated first: a HarnessError is raised before anything trains.
     """
     jobs = list(jobs)
+    if not jobs:  # e.g. every job of a resumed sweep had finished already
+        return []
     for cfg, _, _ in jobs:
         validate_run(cfg)
         run_module.resolve_device(cfg.device)
