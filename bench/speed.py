@@ -34,7 +34,6 @@ from hydra.utils import get_class
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from harness import engine
 from harness import run as run_module
 from harness.data import load_mnist
 from harness.stacked import execute_jobs, model_flops, train_stack
@@ -140,17 +139,7 @@ def plain_loop(cfg, x: torch.Tensor, y: torch.Tensor, iterations: int) -> float:
 
 def single_engine(cfg) -> float:
     """(b): harness.engine.train; returns the optimisation time."""
-    run = run_module.prepare(cfg, Path("unused"), {})
-    outcome = engine.train(
-        run.model,
-        run.optimizer,
-        run.scheduler,
-        run.problem.data,
-        run.problem.eval_train_idx,
-        run.problem.schedule,
-        order_generator=run.order_generator(),
-    )
-    return outcome.train_time_s
+    return run_module.train_single(run_module.prepare(cfg, Path("unused"), {})).train_time_s
 
 
 def data_loading(x: torch.Tensor, y: torch.Tensor, batches: int) -> list[tuple[str, float]]:

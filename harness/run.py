@@ -232,6 +232,20 @@ def finish(run: PreparedRun, outcome: engine.Outcome) -> dict[str, Any]:
     return record
 
 
+def train_single(run: PreparedRun, progress: bool = False) -> engine.Outcome:
+    """Train a prepared run with the single-run engine."""
+    return engine.train(
+        run.model,
+        run.optimizer,
+        run.scheduler,
+        run.problem.data,
+        run.problem.eval_train_idx,
+        run.problem.schedule,
+        order_generator=run.order_generator(),
+        progress=progress,
+    )
+
+
 def execute(cfg: DictConfig, out_dir: Path, choices: dict[str, str]) -> dict[str, Any]:
     """Run one training job described by `cfg` with the single-run engine and write its results
     into `out_dir`. Returns the run.json record."""
@@ -244,14 +258,4 @@ def execute(cfg: DictConfig, out_dir: Path, choices: dict[str, str]) -> dict[str
         run.problem.schedule.iterations,
         run.device,
     )
-    outcome = engine.train(
-        run.model,
-        run.optimizer,
-        run.scheduler,
-        run.problem.data,
-        run.problem.eval_train_idx,
-        run.problem.schedule,
-        order_generator=run.order_generator(),
-        progress=show_progress(cfg.train.progress),
-    )
-    return finish(run, outcome)
+    return finish(run, train_single(run, progress=show_progress(cfg.train.progress)))
