@@ -58,6 +58,11 @@ def _train_app(cfg: DictConfig) -> None:
                 return
         if defer(cfg, run_dir, hydra_cfg.runtime.choices):  # the stacked launcher trains it later
             return
+        if cfg.train.engine == "stacked":
+            log.warning(
+                "train.engine=stacked takes effect with -m hydra/launcher=stacked; "
+                "this run trains with the single-run engine"
+            )
         execute(cfg, run_dir, dict(hydra_cfg.runtime.choices))
     except HarnessError as exc:
         _discard_unfinished(run_dir)
