@@ -372,7 +372,8 @@ def _sgd_scalars(h: dict, step: int, extra: dict) -> dict[str, float | None]:
     }
 
 
-def _adam_scalars(h: dict, step: int, extra: dict) -> dict[str, float | None]:
+def _adam_family_scalars(h: dict) -> dict[str, float | None]:
+    """Scalars Adam, AdamW and NAdam share: (decoupled) weight decay and the betas."""
     beta1, beta2 = h["betas"]
     lr, wd, decoupled = h["lr"], h["weight_decay"], h["decoupled_weight_decay"]
     return {
@@ -381,6 +382,14 @@ def _adam_scalars(h: dict, step: int, extra: dict) -> dict[str, float | None]:
         "one_minus_beta1": 1 - beta1,
         "beta2": beta2,
         "one_minus_beta2": 1 - beta2,
+    }
+
+
+def _adam_scalars(h: dict, step: int, extra: dict) -> dict[str, float | None]:
+    beta1, beta2 = h["betas"]
+    lr = h["lr"]
+    return {
+        **_adam_family_scalars(h),
         "amsgrad": 1.0 if h["amsgrad"] else None,
         "bias_correction2_sqrt": (1 - beta2**step) ** 0.5,
         "eps": h["eps"],
@@ -432,8 +441,7 @@ def _adamax_scalars(h: dict, step: int, extra: dict) -> dict[str, float | None]:
 
 def _nadam_scalars(h: dict, step: int, extra: dict) -> dict[str, float | None]:
     beta1, beta2 = h["betas"]
-    lr, wd, decoupled = h["lr"], h["weight_decay"], h["decoupled_weight_decay"]
-    decay = h["momentum_decay"]
+    lr, decay = h["lr"], h["momentum_decay"]
     mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * decay)))
     mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * decay)))
     # torch keeps the product of the mu's in a scalar tensor of the default scalar dtype
@@ -441,11 +449,7 @@ def _nadam_scalars(h: dict, step: int, extra: dict) -> dict[str, float | None]:
     mu_product *= mu
     product = mu_product.item()
     return {
-        "decay": 1 - lr * wd if wd != 0 and decoupled else None,
-        "weight_decay": wd if wd != 0 and not decoupled else None,
-        "one_minus_beta1": 1 - beta1,
-        "beta2": beta2,
-        "one_minus_beta2": 1 - beta2,
+        **_adam_family_scalars(h),
         "bias_correction2": 1 - beta2**step,
         "eps": h["eps"],
         "grad_coef": -lr * (1.0 - mu) / (1.0 - product),

@@ -17,6 +17,17 @@ CONF_DIR = REPO / "conf"
 MNIST_DIR = Path(os.environ.get("HARNESS_DATA_ROOT", REPO.parent / "shared" / "data" / "mnist"))
 
 
+# A small run on real MNIST: 60 steps on a 2,000-image subset, evaluated every 20.
+SMALL_RUN = [
+    "data.train_size=2000",
+    "data.test_size=500",
+    "train.iterations=60",
+    "train.eval_every=20",
+    "train.log_every=5",
+    "train.eval_train_size=1000",
+]
+
+
 def write_idx(path: Path, array: np.ndarray, compress: bool = False) -> Path:
     """Write `array` (uint8) as an IDX file, as MNIST's files are laid out."""
     header = bytes([0, 0, 0x08, array.ndim]) + b"".join(

@@ -13,7 +13,7 @@ import itertools
 import os
 from pathlib import Path
 
-from conftest import compose_config, hydra_context
+from conftest import SMALL_RUN, compose_config, hydra_context
 from harness.results import RUNS_TABLE, collect
 
 NETS = ("net1", "net2")
@@ -21,16 +21,7 @@ LEARNING_RATES = {"sgd": (0.05, 0.5, 50.0), "momentum": (0.01, 0.1), "adam": (0.
 BATCH_SIZES = (64, 128)
 BATCH_64_LR = {"sgd": 0.5, "momentum": 0.1, "adam": 0.01}
 SEEDS = (0, 1)
-SETTINGS = [
-    "data.train_size=2000",
-    "data.test_size=500",
-    "train.iterations=60",
-    "train.eval_every=20",
-    "train.log_every=5",
-    "train.eval_train_size=1000",
-    "train.progress=false",
-    "threads=1",
-]
+SETTINGS = [*SMALL_RUN, "train.progress=false", "threads=1"]
 # A test-accuracy target that some configs of this short sweep reach and others do not.
 TARGET = 0.8
 

@@ -5,23 +5,15 @@ import json
 import pandas as pd
 import pytest
 
-from conftest import compose_config, run_cli
+from conftest import SMALL_RUN, compose_config, run_cli
 from harness.results import config_hash, load_curves, load_runs
 from harness.run import execute
 
-SMOKE = [
-    "data.train_size=2000",
-    "data.test_size=500",
-    "train.iterations=60",
-    "train.eval_every=20",
-    "train.log_every=5",
-    "train.eval_train_size=1000",
-]
 CHOICES = {"model": "net2", "optimizer": "adam", "schedule": "constant", "data": "mnist"}
 
 
 def run(tmp_path, mnist_dir, *overrides, name="run"):
-    cfg = compose_config([f"data.root={mnist_dir}", *SMOKE, *overrides])
+    cfg = compose_config([f"data.root={mnist_dir}", *SMALL_RUN, *overrides])
     return execute(cfg, tmp_path / name, CHOICES)
 
 
@@ -123,7 +115,9 @@ def test_load_runs_and_curves(tmp_path, mnist_dir):
 
 def test_cli_single_run_writes_under_results(tmp_path, mnist_dir):
     out = tmp_path / "out"
-    result = run_cli("model=net1", "optimizer=sgd", *SMOKE, f"hydra.run.dir={out}", cwd=tmp_path)
+    result = run_cli(
+        "model=net1", "optimizer=sgd", *SMALL_RUN, f"hydra.run.dir={out}", cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads((out / "run.json").read_text())["choices"]["model"] == "net1"
     assert "Traceback" not in result.stderr
