@@ -1,11 +1,12 @@
-"""Choose the course study's learning rates from the lr_grid study.
+"""Choose the course study's learning rates from the lr_grid study, per net and optimizer.
 
     python experiments/course_lr.py [results/lr_grid]
 
-Rule: for each optimizer, the learning rate of the grid with the highest final test accuracy
-averaged over the three nets (mean over seeds first), among the rates at which no run of that
-optimizer diverged on any net. One rate per optimizer, as in the course's comparison. Prints
-the per-net table and the `course.lr` block for conf/experiment/course.yaml.
+Rule (`harness.analysis.best_configs`): for each net and optimizer, the grid rate with the
+highest final test accuracy (mean over the grid's seeds) among the rates at which no run
+diverged; ties go to the lower final training loss, then to the smaller rate. A rate at the
+edge of the grid is flagged: the best rate may lie beyond it. Prints the table and the
+`lookup.course_lr` block of conf/experiment/course.yaml.
 """
 
 from __future__ import annotations
@@ -14,31 +15,30 @@ import sys
 
 import pandas as pd
 
-from harness.analysis import summarize
+from harness.analysis import best_configs, summarize
 from harness.results import load_runs
 
 
 def choose(lr_grid: str) -> pd.DataFrame:
-    summary = summarize(load_runs(lr_grid))
-    accuracy = summary.pivot_table(
-        index=["optimizer", "lr"], columns="model", values="final_test_accuracy_mean"
-    )
-    diverged = summary.groupby(["optimizer", "lr"])["n_diverged"].sum()
-    accuracy["mean"] = accuracy.mean(axis=1)
-    accuracy["diverged_runs"] = diverged
-    safe = accuracy[accuracy["diverged_runs"] == 0]
-    best = safe.loc[safe.groupby(level="optimizer")["mean"].idxmax()]
-    return best.reset_index()
+    runs = load_runs(lr_grid)
+    best = best_configs(summarize(runs))
+    grid = runs.groupby(["model", "optimizer"])["lr"].agg(["min", "max"])
+    edges = best.join(grid, on=["model", "optimizer"])
+    best["at_grid_edge"] = (edges["lr"] == edges["min"]) | (edges["lr"] == edges["max"])
+    return best
 
 
 def main() -> None:
     folder = sys.argv[1] if len(sys.argv) > 1 else "results/lr_grid"
     best = choose(folder)
+    columns = ["model", "optimizer", "lr", "final_test_accuracy_mean", "n_seeds", "at_grid_edge"]
     pd.set_option("display.width", 120)
-    print(best.round(4).to_string(index=False))
-    print("\ncourse:\n  lr:")
-    for optimizer, lr in zip(best["optimizer"], best["lr"], strict=True):
-        print(f"    {optimizer}: {lr:g}")
+    print(best[columns].round(4).to_string(index=False))
+    print("\nlookup:\n  course_lr:")
+    for model, rows in best.groupby("model"):
+        pairs = zip(rows["optimizer"], rows["lr"], strict=True)
+        rates = ", ".join(f"{o}: {float(lr)!r}" for o, lr in pairs)  # 3.0, not 3: a float
+        print(f"    {model}: {{{rates}}}")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,11 @@ METRIC_COLUMNS = ["iteration", "epoch", "time_s", "metric", "value"]
 # Config keys that say where or how fast a run executes, not what it computes: two runs that
 # differ only in these are the same experiment.
 EXECUTION_KEYS = ("device", "threads", "data.root", "train.progress", "train.engine", "sweep")
+# Tables that presets read values from (the course's learning rate per net and optimizer): what
+# they feed (optimizer.lr) is in the config itself, so the tables are not part of what a run
+# computes.
+LOOKUP_KEY = "lookup"
+NOT_COMPUTED_KEYS = (*EXECUTION_KEYS, LOOKUP_KEY)
 # Columns that identify a run in every table, in this order.
 ID_COLUMNS = [
     "model",
@@ -47,9 +52,9 @@ def _drop_key(config: dict, dotted: str) -> None:
 
 
 def config_hash(config: dict) -> str:
-    """A stable hash of what a run computes (execution-only keys are left out)."""
+    """A stable hash of what a run computes (execution-only keys and lookup tables left out)."""
     config = json.loads(json.dumps(config))  # deep copy
-    for key in EXECUTION_KEYS:
+    for key in NOT_COMPUTED_KEYS:
         _drop_key(config, key)
     blob = json.dumps(config, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
