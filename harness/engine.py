@@ -54,6 +54,14 @@ class Outcome:
     train_time_s: float  # optimisation only, evaluations excluded
 
 
+def logged_hyperparameters(optimizer: torch.optim.Optimizer) -> dict[str, float]:
+    """The hyper-parameters recorded at each log step, read from the first parameter group:
+    `lr`, plus those an optimizer sets itself and declares in its class attribute
+    `tuned_hyperparameters` (YellowFin: lr and momentum)."""
+    names = dict.fromkeys(("lr", *getattr(optimizer, "tuned_hyperparameters", ())))
+    return {name: float(optimizer.param_groups[0][name]) for name in names}
+
+
 def divergence_limit(factor: float | None, initial_loss: float) -> float:
     """The loss above which a run counts as diverged (see Schedule.divergence_factor)."""
     return math.inf if factor is None else factor * initial_loss
@@ -148,7 +156,7 @@ def train(
             k = (it - 1) % schedule.log_every + 1
             batch_loss = losses[:k].mean().item()  # synchronises the device: time is exact
             train_time += time.perf_counter() - tic
-            recorder.add(it, train_time, batch_loss=batch_loss, lr=optimizer.param_groups[0]["lr"])
+            recorder.add(it, train_time, batch_loss=batch_loss, **logged_hyperparameters(optimizer))
             bar.update(it - bar.n)
             bar.set_postfix(loss=f"{batch_loss:.4f}", refresh=False)
             failed = diverging(batch_loss, limit)

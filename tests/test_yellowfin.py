@@ -1,0 +1,247 @@
+"""YellowFin (harness.optimizers.yellowfin): the SingleStep solution against the roots of its
+cubic, the estimators against a hand computation, clipping, determinism, convergence on an
+ill-conditioned quadratic, and a real harness run that records the tuned lr and momentum."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from hydra.utils import instantiate
+
+from conftest import SMALL_RUN, compose_config
+from harness.engine import logged_hyperparameters
+from harness.optimizers.yellowfin import YellowFin, cubic_root, single_step
+from harness.run import execute
+from harness.validate import validate_optimizer
+
+
+def robust_bound(h_min: float, h_max: float) -> float:
+    """The smallest momentum whose robust region holds every curvature in [h_min, h_max]."""
+    sqrt_kappa = math.sqrt(h_max / h_min)
+    return ((sqrt_kappa - 1) / (sqrt_kappa + 1)) ** 2
+
+
+@pytest.mark.parametrize(
+    ("h_min", "h_max", "variance", "distance", "binding"),
+    [
+        (1.0, 1.5, 0.5, 0.8, "cubic"),  # narrow curvature range: the noise sets μ
+        (0.2, 0.25, 2.0, 3.0, "cubic"),
+        (0.5, 400.0, 0.1, 2.0, "bound"),  # wide range: the robust region's bound sets μ
+    ],
+)
+def test_single_step_solves_the_cubic(h_min, h_max, variance, distance, binding):
+    # The SingleStep objective in x = √μ once α = (1 - √μ)²/h_min is substituted, as a polynomial;
+    # numpy finds its stationary points, independently of the closed form.
+    objective = np.poly1d([distance**2, 0, 0]) + variance / h_min**2 * np.poly1d([-1, 1]) ** 4
+    roots = [r.real for r in objective.deriv().roots if abs(r.imag) < 1e-9 and 0 <= r.real <= 1]
+    assert len(roots) == 1
+    bound = robust_bound(h_min, h_max)
+    assert (roots[0] ** 2 > bound) == (binding == "cubic")  # the case covers the branch it names
+
+    mu, lr = single_step(h_min, h_max, variance, distance)
+    assert mu == pytest.approx(max(roots[0] ** 2, bound), rel=1e-9)
+    assert lr == pytest.approx((1 - math.sqrt(mu)) ** 2 / h_min, rel=1e-12)
+    # It is the minimum of μ·D² + α²·C over the robust region.
+    grid = np.linspace(bound, 1, 100_001)
+    values = grid * distance**2 + ((1 - np.sqrt(grid)) ** 2 / h_min) ** 2 * variance
+    assert mu * distance**2 + lr**2 * variance <= values.min() + 1e-12
+    assert mu == pytest.approx(grid[values.argmin()], abs=1e-4)
+
+
+@pytest.mark.parametrize("p", np.logspace(-6, 6, 25))
+def test_cubic_root_over_a_wide_range(p):
+    # (1 - x)³ = p·x, i.e. x³ - 3x² + (3 + p)x - 1 = 0: one real root, in [0, 1].
+    roots = [r.real for r in np.roots([1, -3, 3 + p, -1]) if abs(r.imag) < 1e-7]
+    assert len(roots) == 1
+    assert cubic_root(p) == pytest.approx(roots[0], rel=1e-6, abs=1e-12)
+
+
+# A short gradient sequence for two parameters (a 2-vector and a 3-vector), flattened.
+GRADIENTS = [
+    [0.5, -1.0, 2.0, 0.3, -0.2],
+    [0.4, -0.8, 1.5, 0.1, 0.0],
+    [1.2, 0.3, -0.5, 0.2, 0.4],
+    [0.1, -0.1, 0.2, -0.3, 0.05],
+    [0.6, -0.9, 1.1, 0.0, -0.4],
+    [0.2, 0.1, 0.3, 0.2, -0.1],
+]
+
+
+def by_hand(grads, beta, width, zero_debias, lr, mu):
+    """Algorithms 1-4 of the paper in plain Python: the estimates, the tuned (smoothed) lr and
+    momentum, and the heavy-ball iterate (from zero) after every step."""
+    history, x, v = [], [0.0] * len(grads[0]), [0.0] * len(grads[0])
+    h_min_avg = h_max_avg = sq_avg = norm_avg = dist_avg = 0.0
+    g_avg = [0.0] * len(grads[0])
+    for t, g in enumerate(grads, start=1):
+        debias = 1 - beta**t if zero_debias else 1.0
+        h = sum(gi * gi for gi in g)
+        window = [sum(gi * gi for gi in grads[s]) for s in range(max(0, t - width), t)]
+        h_min_avg = beta * h_min_avg + (1 - beta) * min(window)
+        h_max_avg = beta * h_max_avg + (1 - beta) * max(window)
+        sq_avg = beta * sq_avg + (1 - beta) * h
+        g_avg = [beta * a + (1 - beta) * gi for a, gi in zip(g_avg, g, strict=True)]
+        norm_avg = beta * norm_avg + (1 - beta) * math.sqrt(h)
+        dist_avg = beta * dist_avg + (1 - beta) * norm_avg / sq_avg
+        est = {
+            "h_min": h_min_avg / debias,
+            "h_max": h_max_avg / debias,
+            "variance": sq_avg / debias - sum((a / debias) ** 2 for a in g_avg),
+            "distance": dist_avg / debias,
+        }
+        if t > 1:
+            mu_t, lr_t = single_step(est["h_min"], est["h_max"], est["variance"], est["distance"])
+            mu, lr = beta * mu + (1 - beta) * mu_t, beta * lr + (1 - beta) * lr_t
+        v = [mu * vi - lr * gi for vi, gi in zip(v, g, strict=True)]
+        x = [xi + vi for xi, vi in zip(x, v, strict=True)]
+        history.append({**est, "lr": lr, "momentum": mu, "x": x})
+    return history
+
+
+def feed(optimizer, params, flat_grad):
+    """Set the parameters' gradients to `flat_grad` and take one step."""
+    grad = torch.tensor(flat_grad, dtype=torch.float64)
+    for p, g in zip(params, grad.split([p.numel() for p in params]), strict=True):
+        p.grad = g.clone()
+    optimizer.step()
+
+
+@pytest.mark.parametrize("zero_debias", [True, False])
+def test_estimators_match_a_hand_computation(zero_debias):
+    params = [torch.zeros(2, dtype=torch.float64), torch.zeros(3, dtype=torch.float64)]
+    optimizer = YellowFin(
+        params,
+        lr=0.5,
+        momentum=0.2,
+        beta=0.9,
+        curv_win_width=3,
+        zero_debias=zero_debias,
+        adaptive_clip=False,
+    )
+    expected = by_hand(GRADIENTS, beta=0.9, width=3, zero_debias=zero_debias, lr=0.5, mu=0.2)
+    for g, want in zip(GRADIENTS, expected, strict=True):
+        feed(optimizer, params, g)
+        tuner = optimizer.state["yellowfin"]
+        for key in ("h_min", "h_max", "variance", "distance"):
+            assert tuner[key] == pytest.approx(want[key], rel=1e-12, abs=1e-12), key
+        group = optimizer.param_groups[0]
+        assert group["lr"] == pytest.approx(want["lr"], rel=1e-12)
+        assert group["momentum"] == pytest.approx(want["momentum"], rel=1e-12, abs=1e-15)
+        assert torch.cat(params).tolist() == pytest.approx(want["x"], rel=1e-12, abs=1e-15)
+    # The sequence is long enough for the window to slide and for μ and α to be tuned.
+    assert len(GRADIENTS) > 3 and group["lr"] != 0.5 and group["momentum"] != 0.2
+
+
+def test_clipping_by_threshold_and_by_the_curvature_range():
+    # A fixed threshold on the gradient norm: the estimates and the step see the clipped gradient.
+    x = torch.zeros(2, dtype=torch.float64)
+    optimizer = YellowFin([x], lr=0.5, clip_thresh=0.5, adaptive_clip=False)
+    x.grad = torch.tensor([3.0, 4.0], dtype=torch.float64)  # norm 5
+    optimizer.step()
+    assert optimizer.state["yellowfin"]["window"] == [pytest.approx(0.25)]
+    assert x.tolist() == pytest.approx([-0.5 * 0.3, -0.5 * 0.4])
+
+    # Adaptive clipping: a spike is capped at √(100·h_max) for the estimates and at √h_max (the
+    # envelope before it) for the step.
+    x = torch.zeros(2, dtype=torch.float64)
+    optimizer = YellowFin([x], beta=0.9)
+    for g in ([1.0, 0.0], [0.0, 1.2], [0.8, 0.6]):
+        x.grad = torch.tensor(g, dtype=torch.float64)
+        optimizer.step()
+    h_max = optimizer.state["yellowfin"]["h_max"]
+    velocity = optimizer.state[x]["velocity"].clone()
+    x.grad = torch.tensor([3e3, 4e3], dtype=torch.float64)
+    optimizer.step()
+    assert optimizer.state["yellowfin"]["window"][-1] == pytest.approx(100 * h_max)
+    group = optimizer.param_groups[0]
+    applied = (group["momentum"] * velocity - optimizer.state[x]["velocity"]) / group["lr"]
+    assert applied.norm().item() == pytest.approx(math.sqrt(h_max))
+    assert applied.tolist() == pytest.approx([0.6 * math.sqrt(h_max), 0.8 * math.sqrt(h_max)])
+
+
+def noisy_quadratic(seed: int, steps: int, dtype: torch.dtype = torch.float64):
+    """YellowFin (defaults) on f(x) = ½·Σ λ_i·x_i², λ from 1e-3 to 1 (condition number 1000),
+    with Gaussian gradient noise (σ = 0.3) as from mini-batches, from x ~ N(0, 100²).
+
+    The noise matters: YellowFin's curvature estimate is ||g||² (the eigenvalue of g·gᵀ), which
+    tracks curvature for stochastic gradients; on a noiseless quadratic ||g||² → 0 near the
+    optimum, α = (1 - √μ)²/h_min grows until the iteration is unstable, and it recovers only
+    after the loss has grown again. Returns the relative losses f/f0, tuned lr and momentum,
+    and iterates of every step."""
+    gen = torch.Generator().manual_seed(seed)
+    lam = torch.logspace(-3, 0, 10, dtype=dtype)
+    x = (100 * torch.randn(10, generator=gen, dtype=dtype)).requires_grad_()
+    optimizer = YellowFin([x])
+    f0 = 0.5 * (lam * x.detach() ** 2).sum().item()
+    trajectory = []
+    for _ in range(steps):
+        x.grad = lam * x.detach() + 0.3 * torch.randn(10, generator=gen, dtype=dtype)
+        optimizer.step()
+        group = optimizer.param_groups[0]
+        loss = 0.5 * (lam * x.detach() ** 2).sum().item() / f0
+        trajectory.append((loss, group["lr"], group["momentum"], x.detach().clone()))
+    return trajectory
+
+
+def test_same_seed_same_trajectory_bit_for_bit():
+    a, b, c = (noisy_quadratic(seed, 300, torch.float32) for seed in (1, 1, 2))
+    for (*scalars_a, x_a), (*scalars_b, x_b) in zip(a, b, strict=True):
+        assert scalars_a == scalars_b and torch.equal(x_a, x_b)
+    assert not torch.equal(a[-1][-1], c[-1][-1])
+
+
+def test_optimises_an_ill_conditioned_quadratic():
+    trajectory = noisy_quadratic(seed=0, steps=3000)
+    losses, lrs, momenta = (np.array([step[k] for step in trajectory]) for k in range(3))
+    assert losses[-1] < 1e-3  # three orders of magnitude below the initial loss
+    assert losses[-500:].max() < 1e-2  # and it stays down
+    # It tuned: momentum rose from 0 towards the ill-conditioned range's, lr fell from 1.
+    assert momenta[-1] > 0.3 and lrs[-1] < 0.5
+    assert np.all((momenta >= 0) & (momenta < 1)) and np.all(lrs > 0)
+
+
+def test_logged_hyperparameters_are_lr_plus_what_an_optimizer_tunes():
+    x = torch.zeros(2, requires_grad=True)
+    assert logged_hyperparameters(torch.optim.SGD([x], lr=0.1, momentum=0.9)) == {"lr": 0.1}
+    assert logged_hyperparameters(YellowFin([x])) == {"lr": 1.0, "momentum": 0.0}
+
+
+def test_real_run_records_the_tuned_lr_and_momentum(tmp_path, mnist_dir):
+    cfg = compose_config(
+        [f"data.root={mnist_dir}", *SMALL_RUN, "model=net1", "optimizer=yellowfin"]
+    )
+    choices = {"model": "net1", "optimizer": "yellowfin", "schedule": "constant", "data": "mnist"}
+    record = execute(cfg, tmp_path / "run", choices)
+    assert record["status"] == "completed"
+    assert record["config"]["optimizer"]["beta"] == 0.999
+
+    curves = pd.read_parquet(tmp_path / "run" / "metrics.parquet")
+    tuned = curves[curves.metric.isin(["lr", "momentum"])].pivot(
+        index="iteration", columns="metric", values="value"
+    )
+    assert tuned.index.tolist() == list(range(5, 61, 5))  # every log step
+    assert tuned.lr.iloc[0] < 1.0 and tuned.lr.nunique() == len(tuned)  # tuned at every step
+    assert tuned.momentum.is_monotonic_increasing and 0 < tuned.momentum.iloc[-1] < 1
+    train_loss = curves[curves.metric == "train_loss"].value
+    assert train_loss.iloc[-1] < 0.7 * train_loss.iloc[0]
+
+
+def test_config_selects_it_with_every_hyperparameter_overridable():
+    cfg = compose_config(["optimizer=yellowfin", "optimizer.beta=0.99", "optimizer.lr=0.5"])
+    validate_optimizer(cfg.optimizer)
+    optimizer = instantiate(cfg.optimizer, _convert_="all")([torch.zeros(1, requires_grad=True)])
+    assert isinstance(optimizer, YellowFin) and optimizer.beta == 0.99
+    assert optimizer.param_groups[0]["lr"] == 0.5
+    assert set(cfg.optimizer) - {"_target_", "_partial_"} == {
+        "lr",
+        "momentum",
+        "beta",
+        "curv_win_width",
+        "zero_debias",
+        "clip_thresh",
+        "adaptive_clip",
+        "stat_protect_fac",
+        "weight_decay",
+    }
