@@ -15,16 +15,19 @@ import sys
 
 import pandas as pd
 
-from harness.analysis import best_configs, summarize
+from harness.analysis import LR_KEY, best_configs, config_key, summarize
 from harness.results import load_runs
 
 
 def choose(lr_grid: str) -> pd.DataFrame:
     runs = load_runs(lr_grid)
     best = best_configs(summarize(runs))
-    grid = runs.groupby(["model", "optimizer"])["lr"].agg(["min", "max"])
-    edges = best.join(grid, on=["model", "optimizer"])
-    best["at_grid_edge"] = (edges["lr"] == edges["min"]) | (edges["lr"] == edges["max"])
+    # The grid's range of rates for each config with the rate left out (net, optimizer, ...).
+    grid = runs["lr"].groupby(config_key(runs, without=(LR_KEY,))).agg(["min", "max"])
+    others = config_key(best, without=(LR_KEY,))
+    best["at_grid_edge"] = best["lr"].eq(others.map(grid["min"])) | best["lr"].eq(
+        others.map(grid["max"])
+    )
     return best
 
 

@@ -2,10 +2,19 @@
 
 Every function takes the tables of `harness.results` (`load_runs`: one row per run,
 `load_curves`: long-format curves) or the output of another function here, and returns a new
-DataFrame. The figures of `harness.report` draw exactly these tables.
+DataFrame. The figures of `harness.report` draw exactly these tables, and so do the notebooks.
 
-A *config* is a run without its seed (model, optimizer, schedule, lr, momentum, batch_size,
-hidden): statistics over seeds are per config. A *net* is a model with its hidden layers.
+A *config* is everything in a run's resolved config that changes its result, except the seed:
+runs are seeds of one config exactly when they share `config_id`, and every statistic over
+seeds is per config. Nothing here groups by a hand-picked list of columns: where a table groups
+configs (the best learning rate of each optimizer, the fastest config to a target), the groups
+are configs with the *tuned* keys left out, so any other key that varies (activations, weight
+decay, betas, schedule settings, data sizes, ...) keeps its configs apart.
+
+Labels: a *net* is the model with the `model.*` keys that differ between runs of one model
+choice (the course's net1-3 need none); a *setting* is the optimizer with every other key that
+tells configs apart beyond their choice names, the learning rate left out (it is shown on its
+own). The keys that do not vary are stated once, by `fixed_settings`.
 """
 
 from __future__ import annotations
@@ -17,10 +26,26 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from harness.results import ID_COLUMNS
+from harness.results import ID_COLUMNS, config_keys
 
-CONFIG_COLUMNS = [c for c in ID_COLUMNS if c != "seed"]
-NET_COLUMNS = ["model", "hidden"]
+# Short columns that name a config (kept beside the dotted config-key columns).
+LABEL_COLUMNS = [c for c in ID_COLUMNS if c != "seed"]
+# Config groups whose option name is a column: a key of the group that is the same for every
+# run of one option (optimizer.betas for adam) is told by the name and not repeated in labels.
+CHOICE_COLUMNS = ("model", "optimizer", "schedule")
+LR_KEY, MOMENTUM_KEY, BATCH_KEY, HIDDEN_KEY = (
+    "optimizer.lr",
+    "optimizer.momentum",
+    "train.batch_size",
+    "model.hidden",
+)
+# Short column of a config key, where there is one: also its name in labels.
+SHORT_COLUMNS = {
+    LR_KEY: "lr",
+    MOMENTUM_KEY: "momentum",
+    BATCH_KEY: "batch_size",
+    HIDDEN_KEY: "hidden",
+}
 # Per-run metrics summarised over seeds by default.
 SUMMARY_METRICS = ("final_test_accuracy", "final_train_loss", "best_test_accuracy")
 # Which way is better for a metric (True: higher); metrics not listed: lower is better.
@@ -36,6 +61,104 @@ COURSE_BATCH_SIZE = 128
 
 def higher_is_better(metric: str) -> bool:
     return HIGHER_IS_BETTER.get(metric, "accuracy" in metric)
+
+
+# --- identity: keys, groups and labels --------------------------------------------------------
+
+
+def _matches(key: str, names: Iterable[str]) -> bool:
+    """Whether dotted `key` is one of `names` (a name ending in '.' stands for a whole group)."""
+    return any(key == n or (n.endswith(".") and key.startswith(n)) for n in names)
+
+
+def _as_text(column: pd.Series) -> pd.Series:
+    # NaN (a key some runs lack) becomes 'nan': a value of its own, never a dropped group.
+    return column.astype(object).map(_value_text)
+
+
+def _value_text(value) -> str:
+    if isinstance(value, float) and not math.isnan(value):
+        return f"{value:g}"
+    return str(value)
+
+
+def config_key(frame: pd.DataFrame, without: Sequence[str] = ()) -> pd.Series:
+    """One text key per row: its config with the keys `without` left out (dotted names; 'x.'
+    leaves out the group x). Rows with equal keys differ only in those keys (and the seed)."""
+    keys = [k for k in config_keys(frame) if not _matches(k, without)]
+    if not keys:
+        return pd.Series("", index=frame.index, dtype=object)
+    text = pd.concat([_as_text(frame[k]).radd(f"{k}=") for k in keys], axis=1)
+    return text.agg("|".join, axis=1)
+
+
+def label_keys(frame: pd.DataFrame, without: Sequence[str] = ()) -> list[str]:
+    """The config keys that tell the rows of `frame` apart beyond their choice names: keys that
+    differ between rows of one model / optimizer / schedule option (or between any rows, for
+    keys outside those groups)."""
+    found = []
+    for key in config_keys(frame):
+        if _matches(key, without):
+            continue
+        group = key.split(".", 1)[0]
+        values = _as_text(frame[key])
+        if group in CHOICE_COLUMNS and group in frame:
+            differs = values.groupby(_as_text(frame[group])).nunique().max() > 1
+        else:
+            differs = values.nunique() > 1
+        if differs:
+            found.append(key)
+    return found
+
+
+def _describe(frame: pd.DataFrame, keys: Sequence[str], strip: str) -> pd.Series:
+    """'key=value, key=value' per row, `strip` removed from the front of key names."""
+    if not keys:
+        return pd.Series("", index=frame.index, dtype=object)
+    parts = [
+        _as_text(frame[k]).radd(f"{SHORT_COLUMNS.get(k, k.removeprefix(strip))}=") for k in keys
+    ]
+    return pd.concat(parts, axis=1).agg(", ".join, axis=1)
+
+
+def _joined(name: pd.Series, details: pd.Series, separator: str) -> pd.Series:
+    return name.where(details == "", name + separator + details)
+
+
+def net_labels(frame: pd.DataFrame) -> pd.Series:
+    """A net's name: the model, with the `model.*` keys that differ between runs of that model
+    ('mlp: hidden=[100, 100], activations=[relu]')."""
+    keys = [k for k in label_keys(frame) if k.startswith("model.")]
+    return _joined(frame["model"].astype(str), _describe(frame, keys, "model."), ": ")
+
+
+def setting_labels(frame: pd.DataFrame, without: Sequence[str] = (LR_KEY,)) -> pd.Series:
+    """A setting's name: the optimizer with every other key that tells configs apart (not the
+    net's keys, nor `without`): 'adam: weight_decay=0.1, train.iterations=500'."""
+    keys = label_keys(frame, without=("model.", *without))
+    optimizer_keys = [k for k in keys if k.startswith("optimizer.")]
+    other = [k for k in keys if not k.startswith("optimizer.")]
+    details = _describe(frame, [*optimizer_keys, *other], "optimizer.")
+    return _joined(frame["optimizer"].astype(str), details, ": ")
+
+
+def with_net(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with `net` and `setting` columns (see net_labels, setting_labels)."""
+    if not len(frame):
+        return frame.assign(net=[], setting=[])
+    return frame.assign(net=net_labels(frame), setting=setting_labels(frame))
+
+
+def fixed_settings(frame: pd.DataFrame) -> dict[str, object]:
+    """The short settings that every row of `frame` shares (schedule, batch size, iterations,
+    ...): what titles and headers state once instead of repeating it per line."""
+    fixed = {}
+    for column in ("schedule", "batch_size", "iterations", "momentum"):
+        if column in frame and frame[column].nunique(dropna=False) == 1:
+            value = frame[column].iloc[0]
+            if not (isinstance(value, float) and math.isnan(value)):
+                fixed[column] = value
+    return fixed
 
 
 def t_interval(values: Iterable[float], confidence: float = 0.95) -> tuple[float, float, int]:
@@ -54,26 +177,14 @@ def t_interval(values: Iterable[float], confidence: float = 0.95) -> tuple[float
     return mean, float(half), n
 
 
-def net_labels(frame: pd.DataFrame) -> pd.Series:
-    """A net's name: the model, with its hidden layers when a model appears with several."""
-    widths = frame.groupby("model")["hidden"].transform("nunique")
-    label = frame["model"].astype(str)
-    several = widths > 1
-    return label.where(~several, label + " (" + frame["hidden"].astype(str) + ")")
-
-
-def with_net(frame: pd.DataFrame) -> pd.DataFrame:
-    """`frame` with a `net` column (see net_labels)."""
-    return frame.assign(net=net_labels(frame)) if len(frame) else frame.assign(net=[])
-
-
-def _aggregate(
-    frame: pd.DataFrame, keys: Sequence[str], metrics: Sequence[str], confidence: float
-) -> pd.DataFrame:
-    """Per group of `keys`: mean, CI half-width, min, max and count of each metric."""
+def _aggregate(frame: pd.DataFrame, metrics: Sequence[str], confidence: float) -> pd.DataFrame:
+    """Per config (`config_id`): its first row's identifying columns, the number of seeds, and
+    per metric the mean, CI half-width, min, max and count over its runs."""
+    labels = [c for c in [*LABEL_COLUMNS, *config_keys(frame)] if c in frame]
     rows = []
-    for key, group in frame.groupby(list(keys), dropna=False, sort=True):
-        row = dict(zip(keys, key, strict=True))
+    for config_id, group in frame.groupby("config_id", sort=False):
+        row = {"config_id": config_id, **group.iloc[0][labels].to_dict()}
+        row["n_seeds"] = group["seed"].nunique()
         for metric in metrics:
             values = group[metric].astype(float)
             mean, half, n = t_interval(values, confidence)
@@ -85,7 +196,25 @@ def _aggregate(
                 f"{metric}_n": n,
             }
         rows.append(row)
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    return with_net(table).sort_values([*LABEL_COLUMNS, "setting"], ignore_index=True)
+
+
+def _stat_cols(metrics: Sequence[str], stats_: Sequence[str] = ("mean", "ci", "min", "max")):
+    return [f"{m}_{s}" for m in metrics for s in stats_]
+
+
+def _summary_columns(frame: pd.DataFrame, counts: Sequence[str], stat_cols: Sequence[str]):
+    return [
+        *LABEL_COLUMNS,
+        "net",
+        "setting",
+        *config_keys(frame),
+        "config_id",
+        "n_seeds",
+        *counts,
+        *stat_cols,
+    ]
 
 
 def summarize(
@@ -100,42 +229,36 @@ def summarize(
     A diverged run counts with its last evaluated metrics; `n_diverged` says how many there are.
     """
     if runs.empty:
-        return pd.DataFrame(columns=[*CONFIG_COLUMNS, "net", "n_seeds", "n_diverged"])
-    runs = runs.assign(diverged=(runs["status"] == "diverged").astype(int))
-    table = _aggregate(runs, CONFIG_COLUMNS, metrics, confidence)
-    counts = runs.groupby(CONFIG_COLUMNS, dropna=False, sort=True).agg(
-        n_seeds=("seed", "nunique"), n_diverged=("diverged", "sum")
-    )
-    table = table.merge(counts.reset_index(), on=CONFIG_COLUMNS, how="left")
-    return with_net(table)[[*CONFIG_COLUMNS, "net", "n_seeds", "n_diverged", *_stat_cols(metrics)]]
-
-
-def _stat_cols(metrics: Sequence[str]) -> list[str]:
-    return [f"{m}_{s}" for m in metrics for s in ("mean", "ci", "min", "max")]
+        return pd.DataFrame(columns=[*LABEL_COLUMNS, "net", "setting", "config_id", "n_seeds"])
+    table = _aggregate(runs, metrics, confidence)
+    diverged = runs["status"].eq("diverged").groupby(runs["config_id"]).sum()
+    table["n_diverged"] = table["config_id"].map(diverged).astype(int)
+    return table[_summary_columns(table, ["n_diverged"], _stat_cols(metrics))]
 
 
 def best_configs(
     summary: pd.DataFrame,
     by: str = "final_test_accuracy",
-    within: Sequence[str] = ("model", "hidden", "optimizer"),
+    tune: Sequence[str] = (LR_KEY,),
 ) -> pd.DataFrame:
-    """The best config (by the mean of `by` over seeds) per group of `within`: by default the
-    best learning rate (and momentum, schedule, batch size when the sweep varies them) per
-    optimizer and net. Configs with a diverged seed rank below every config without one; ties
-    go to the lower mean final train loss, then the smaller learning rate."""
+    """The best config (by the mean of `by` over seeds) among those that differ only in the
+    `tune` keys: by default the best learning rate of every other config (each optimizer, net,
+    and any other key that varies). Configs with a diverged seed rank below every config
+    without one; ties go to the lower mean final train loss, then the smaller learning rate."""
     if summary.empty:
         return summary.copy()
     ranked = summary.assign(
         _diverged=summary["n_diverged"] > 0,
-        _score=summary[f"{by}_mean"] * (-1 if higher_is_better(by) else 1),
+        _score=(summary[f"{by}_mean"] * (-1 if higher_is_better(by) else 1)).fillna(math.inf),
+        _group=config_key(summary, without=tune),
     )
-    ranked["_score"] = ranked["_score"].fillna(math.inf)
     order = ["_diverged", "_score"]
     if "final_train_loss_mean" in ranked:
         order.append("final_train_loss_mean")
     ranked = ranked.sort_values([*order, "lr"], kind="stable")
-    best = ranked.groupby(list(within), dropna=False, sort=False).head(1)
-    return best.drop(columns=["_diverged", "_score"]).sort_values(list(within), ignore_index=True)
+    best = ranked.groupby("_group", sort=False).head(1)
+    best = best.drop(columns=["_diverged", "_score", "_group"])
+    return best.sort_values([*LABEL_COLUMNS, "setting"], ignore_index=True)
 
 
 def reference_batch_size(runs: pd.DataFrame) -> int:
@@ -147,18 +270,20 @@ def reference_batch_size(runs: pd.DataFrame) -> int:
     return int(sizes[sizes == sizes.max()].index.min())
 
 
+def best_at_reference_batch(
+    runs: pd.DataFrame, by: str = "final_test_accuracy", batch_size: int | None = None
+) -> tuple[int, pd.DataFrame]:
+    """(batch size, best configs): the best learning rate of every other config at the reference
+    batch size (or `batch_size`), as the convergence figures, the final-metrics tables and the
+    notebooks show them."""
+    batch_size = batch_size or reference_batch_size(runs)
+    summary = summarize(runs[runs["batch_size"] == batch_size])
+    return batch_size, best_configs(summary, by=by)
+
+
 def runs_of(runs: pd.DataFrame, configs: pd.DataFrame) -> pd.DataFrame:
     """The runs (all seeds) of the configs listed in `configs`."""
-    keys = configs[CONFIG_COLUMNS].drop_duplicates()
-    return _join(runs, keys)
-
-
-def _join(frame: pd.DataFrame, keys: pd.DataFrame) -> pd.DataFrame:
-    # Optimizers without momentum have NaN there, and NaN must match NaN: join on a filled copy.
-    left = frame.assign(_m=frame["momentum"].fillna(-1.0))
-    right = keys.assign(_m=keys["momentum"].fillna(-1.0)).drop(columns="momentum")
-    cols = [c if c != "momentum" else "_m" for c in keys.columns]
-    return left.merge(right.drop_duplicates(), on=cols, how="inner").drop(columns="_m")
+    return runs[runs["config_id"].isin(configs["config_id"])]
 
 
 def curve_bands(
@@ -172,19 +297,19 @@ def curve_bands(
     (and the mean of `x`, for x = epoch or time_s). Only iterations that every seed of the
     config reached are kept: a diverged seed ends its config's curve where it stopped.
 
-    Columns: the config columns, net, x, mean, min, max, n_seeds, n_diverged, diverged_at
-    (the iteration where the first seed diverged, NaN if none did).
+    Columns: the config's columns (those of `configs`, without statistics), x, mean, min, max,
+    n_seeds, n_diverged, diverged_at (the iteration where the first seed diverged, NaN if none
+    did).
     """
+    labels = [c for c in [*LABEL_COLUMNS, "net", "setting", *config_keys(configs)] if c in configs]
+    columns = [*labels, "config_id", x, "mean", "min", "max", "n_seeds", "n_diverged"]
     chosen = runs_of(runs, configs)
-    columns = [*CONFIG_COLUMNS, "net", x, "mean", "min", "max", "n_seeds", "n_diverged"]
     if chosen.empty:
         return pd.DataFrame(columns=[*columns, "diverged_at"])
     selected = curves[(curves["metric"] == metric) & curves["run_dir"].isin(chosen["run_dir"])]
-    selected = selected.merge(chosen[["run_dir", "seed"]], on="run_dir", suffixes=("_c", ""))
     frames = []
-    for key, group in chosen.groupby(CONFIG_COLUMNS, dropna=False, sort=True):
-        dirs = set(group["run_dir"])
-        points = selected[selected["run_dir"].isin(dirs)]
+    for config_id, group in chosen.groupby("config_id", sort=False):
+        points = selected[selected["config_id"] == config_id]
         per_iter = points.groupby("iteration").agg(
             x_mean=(x, "mean"),
             mean=("value", "mean"),
@@ -192,23 +317,25 @@ def curve_bands(
             max=("value", "max"),
             count=("run_dir", "nunique"),
         )
-        per_iter = per_iter[per_iter["count"] == len(dirs)].reset_index()
+        per_iter = per_iter[per_iter["count"] == len(group)].reset_index()
         diverged = group.loc[group["status"] == "diverged", "diverged_at"]
-        frame = pd.DataFrame(
-            {
-                **dict(zip(CONFIG_COLUMNS, key, strict=True)),
-                x: per_iter["x_mean"] if x != "iteration" else per_iter["iteration"],
-                "mean": per_iter["mean"],
-                "min": per_iter["min"],
-                "max": per_iter["max"],
-                "n_seeds": len(dirs),
-                "n_diverged": len(diverged),
-                "diverged_at": diverged.min() if len(diverged) else math.nan,
-            }
+        config = configs.loc[configs["config_id"] == config_id, labels].iloc[0]
+        frames.append(
+            pd.DataFrame(
+                {
+                    **config.to_dict(),
+                    "config_id": config_id,
+                    x: per_iter["x_mean"] if x != "iteration" else per_iter["iteration"],
+                    "mean": per_iter["mean"],
+                    "min": per_iter["min"],
+                    "max": per_iter["max"],
+                    "n_seeds": len(group),
+                    "n_diverged": len(diverged),
+                    "diverged_at": diverged.min() if len(diverged) else math.nan,
+                }
+            )
         )
-        frames.append(frame)
-    bands = pd.concat(frames, ignore_index=True)
-    return with_net(bands)[[*columns, "diverged_at"]]
+    return pd.concat(frames, ignore_index=True)[[*columns, "diverged_at"]]
 
 
 def time_to_target(
@@ -219,7 +346,7 @@ def time_to_target(
     excluded); NaN and reached=False when the run never gets there.
 
     Resolution is the sweep's evaluation interval (train.eval_every)."""
-    columns = [*ID_COLUMNS, "status", "run_dir"]
+    columns = [*ID_COLUMNS, *config_keys(curves), "config_id", "status", "run_dir"]
     points = curves[curves["metric"] == metric]
     per_run = curves.drop_duplicates("run_dir")[columns].reset_index(drop=True)
     reached = points["value"] >= target if higher_is_better(metric) else points["value"] <= target
@@ -252,37 +379,91 @@ def summarize_time_to_target(ttt: pd.DataFrame, confidence: float = 0.95) -> pd.
     `<measure>_cost`: that mean when every seed reached the target, else infinity (the cost
     used by performance profiles: a config that sometimes fails is not a solution)."""
     if ttt.empty:
-        return pd.DataFrame(columns=[*CONFIG_COLUMNS, "net", "n_seeds", "n_reached"])
-    table = _aggregate(ttt, CONFIG_COLUMNS, TARGET_MEASURES, confidence)
-    counts = ttt.groupby(CONFIG_COLUMNS, dropna=False, sort=True).agg(
-        n_seeds=("seed", "nunique"), n_reached=("reached", "sum")
-    )
-    table = table.merge(counts.reset_index(), on=CONFIG_COLUMNS, how="left")
+        return pd.DataFrame(columns=[*LABEL_COLUMNS, "net", "setting", "n_seeds", "n_reached"])
+    table = _aggregate(ttt, TARGET_MEASURES, confidence)
+    reached = ttt["reached"].groupby(ttt["config_id"]).sum()
+    table["n_reached"] = table["config_id"].map(reached).astype(int)
     all_reached = table["n_reached"] == table["n_seeds"]
     for measure in TARGET_MEASURES:
         table[f"{measure}_cost"] = table[f"{measure}_mean"].where(all_reached, math.inf)
-    stat_cols = [f"{m}_{s}" for m in TARGET_MEASURES for s in ("mean", "ci", "min", "max", "cost")]
-    return with_net(table)[[*CONFIG_COLUMNS, "net", "n_seeds", "n_reached", *stat_cols]]
+    stat_cols = _stat_cols(TARGET_MEASURES, ("mean", "ci", "min", "max", "cost"))
+    return table[_summary_columns(table, ["n_reached"], stat_cols)]
 
 
-def profile_costs(
-    table: pd.DataFrame,
-    cost: str,
-    problems: Sequence[str] = ("model", "hidden", "batch_size"),
-    solver: str = "optimizer",
-) -> pd.DataFrame:
-    """The cost matrix of a performance profile: one row per problem (a combination of
-    `problems`), one column per solver, each solver tuned per problem (the minimum of `cost`
-    over its other settings: learning rate, momentum, schedule). Lower is better; inf: failed;
-    a solver not run on a problem counts as failed. For a metric where higher is better, pass
-    a cost column that turns it around (for example the error rate 1 - accuracy)."""
-    costs = table.assign(_cost=table[cost].astype(float).fillna(math.inf))
+def fastest_configs(target_summary: pd.DataFrame, measure: str) -> pd.DataFrame:
+    """Per config with the learning rate left out (each optimizer, net and other setting), the
+    learning rate that reaches the target fastest in `measure` (iterations_to_target,
+    seconds_to_target, ...) with every seed; a setting that never does keeps its learning rate
+    with the most seeds reaching it, and an infinite cost."""
+    if target_summary.empty:
+        return target_summary.copy()
+    ranked = target_summary.assign(
+        _cost=target_summary[f"{measure}_cost"], _group=config_key(target_summary, (LR_KEY,))
+    ).sort_values(["_cost", "n_reached", "lr"], ascending=[True, False, True], kind="stable")
+    best = ranked.groupby("_group", sort=False).head(1)
+    return best.drop(columns=["_cost", "_group"]).sort_values(
+        ["net", "optimizer", "setting"], ignore_index=True
+    )
+
+
+# --- tables the figures draw -------------------------------------------------------------------
+
+
+def lr_table(
+    runs: pd.DataFrame, batch_size: int, by: str = "final_test_accuracy"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """At `batch_size`: the summary of every config (one point per learning rate of each
+    setting), and the best learning rate of each setting. Returns (per_lr, best)."""
+    summary = summarize(runs[runs["batch_size"] == batch_size])
+    return summary, best_configs(summary, by=by)
+
+
+def batch_size_table(runs: pd.DataFrame, by: str = "final_test_accuracy") -> pd.DataFrame:
+    """Per net, setting and batch size: the summary row of the best learning rate there (with
+    the training time summarised too)."""
+    summary = summarize(runs, metrics=(*SUMMARY_METRICS, "train_time_s"))
+    return best_configs(summary, by=by)
+
+
+def profile_costs(table: pd.DataFrame, cost: str, solver: str = "optimizer") -> pd.DataFrame:
+    """The cost matrix of a performance profile: one row per problem, one column per solver
+    (default: the optimizer). A problem is a config with the optimizer's keys left out (the
+    net, the batch size and whatever else varies); each solver is tuned per problem (the minimum
+    of `cost` over its own settings: learning rate, momentum, ...). Lower is better; inf:
+    failed; a solver not run on a problem counts as failed. For a metric where higher is
+    better, pass a cost column that turns it around (for example the error rate 1 - accuracy).
+
+    The index names each problem: the net, then the other keys that vary between problems."""
+    problem_keys = label_keys(table, without=("optimizer.", "model."))
+    problems = _joined(net_labels(table), _describe(table, problem_keys, ""), ", ")
+    costs = table.assign(_cost=table[cost].astype(float).fillna(math.inf), problem=problems)
     matrix = costs.pivot_table(
-        index=list(problems), columns=solver, values="_cost", aggfunc="min", dropna=False
+        index="problem", columns=solver, values="_cost", aggfunc="min", dropna=False
     )
     matrix = matrix.dropna(how="all").fillna(math.inf)
     matrix.columns.name = solver
     return matrix
+
+
+def profile_tables(
+    runs: pd.DataFrame, curves: pd.DataFrame, target: float
+) -> dict[str, pd.DataFrame]:
+    """Cost matrices (problems x optimizers) of the performance profiles: iterations and
+    seconds to `target` test accuracy, and final training loss; each optimizer at its best
+    setting per problem. A config with a seed that diverged or did not reach the target counts
+    as failed."""
+    ttt = summarize_time_to_target(time_to_target(curves, target))
+    summary = summarize(runs)
+    loss = summary.assign(
+        final_train_loss_cost=summary["final_train_loss_mean"].where(
+            summary["n_diverged"] == 0, math.inf
+        )
+    )
+    return {
+        "iterations_to_target": profile_costs(ttt, "iterations_to_target_cost"),
+        "seconds_to_target": profile_costs(ttt, "seconds_to_target_cost"),
+        "final_train_loss": profile_costs(loss, "final_train_loss_cost"),
+    }
 
 
 def performance_profile(costs: pd.DataFrame, taus: Sequence[float] | None = None) -> pd.DataFrame:

@@ -12,9 +12,8 @@ and learning rates, legends outside the axes.
 from __future__ import annotations
 
 import argparse
-import math
+import json
 import os
-import sys
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -28,7 +27,8 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import LogFormatter, LogLocator, NullFormatter, NullLocator
 
 from harness import analysis
-from harness.results import load_curves, load_runs
+from harness.errors import HarnessError, exit_with_error
+from harness.results import config_keys, load_curves, load_runs
 
 PROG = "harness-report"
 # The course results, committed; the default sweep of the notebooks.
@@ -122,7 +122,10 @@ def net_order(frame: pd.DataFrame) -> list[str]:
 
 
 def net_title(frame: pd.DataFrame, net: str) -> str:
-    """'net2: hidden 100': a panel's title, with the net's hidden layer widths."""
+    """'net2: hidden 100': a panel's title, with the net's hidden layer widths (a net whose
+    label already names its varying model keys keeps its label)."""
+    if ":" in net:
+        return net
     hidden = str(frame.loc[frame["net"] == net, "hidden"].iloc[0])
     layers = "no hidden layer" if hidden in ("none", "") else f"hidden {hidden}"
     return f"{net}: {layers}"
@@ -243,7 +246,7 @@ def load_sweep(sweep: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         raise ValueError(
             f"no runs in {sweep} (expected runs.parquet, or run folders with run.json)"
         )
-    return runs, load_curves(sweep)
+    return runs, load_curves(sweep, runs)
 
 
 def sweep_from_env() -> Path:
@@ -256,14 +259,62 @@ def target_from_env() -> float:
     return float(os.environ.get(TARGET_ENV) or DEFAULT_TARGET)
 
 
-def convergence_configs(
-    runs: pd.DataFrame, batch_size: int | None = None, by: str = "final_test_accuracy"
-) -> pd.DataFrame:
-    """The configs the convergence figures draw: per net and optimizer the best (by `by`) at
-    one batch size (default: analysis.reference_batch_size)."""
-    batch_size = batch_size or analysis.reference_batch_size(runs)
-    summary = analysis.summarize(runs[runs["batch_size"] == batch_size])
-    return analysis.best_configs(summary, by=by)
+# --- settings: one colour per optimizer, one line style per setting of an optimizer -----------
+
+LINE_STYLES = ["-", "--", ":", "-."]
+MARKERS = ["o", "s", "^", "D", "v", "P"]
+
+
+def setting_order(frame: pd.DataFrame, column: str = "setting") -> list[str]:
+    """The settings of `frame` in optimizer order, then in natural order."""
+    pairs = frame[["optimizer", column]].drop_duplicates()
+    rank = {o: i for i, o in enumerate(optimizer_order(pairs["optimizer"]))}
+    ordered = sorted(
+        zip(pairs["optimizer"], pairs[column], strict=True),
+        key=lambda pair: (rank[pair[0]], _natural_key(pair[1])),
+    )
+    return [setting for _, setting in ordered]
+
+
+def setting_styles(frame: pd.DataFrame, column: str = "setting") -> dict[str, dict]:
+    """Per setting: its optimizer's colour, and a line style and marker of its own among the
+    settings of that optimizer (the first gets a solid line and circles)."""
+    optimizer_of = dict(zip(frame[column], frame["optimizer"], strict=False))
+    styles: dict[str, dict] = {}
+    count: dict[str, int] = {}
+    for setting in setting_order(frame, column):
+        optimizer = optimizer_of[setting]
+        n = count.get(optimizer, 0)
+        count[optimizer] = n + 1
+        styles[setting] = {
+            "color": optimizer_color(optimizer),
+            "ls": LINE_STYLES[n % len(LINE_STYLES)],
+            "marker": MARKERS[n % len(MARKERS)],
+        }
+    return styles
+
+
+def fixed_text(frame: pd.DataFrame) -> str:
+    """What every line of a figure shares, stated once: 'schedule constant, batch 128, ...'."""
+    names = {"batch_size": "batch", "iterations": "iterations", "momentum": "momentum"}
+    parts = []
+    for key, value in analysis.fixed_settings(frame).items():
+        if key == "iterations":
+            parts.append(f"{int(value):,} iterations")
+        else:
+            parts.append(
+                f"{names.get(key, key)} {value:g}" if key != "schedule" else f"{value} schedule"
+            )
+    return ", ".join(parts)
+
+
+def fixed_config(runs: pd.DataFrame, groups: Sequence[str] = ("train.", "data.")) -> dict:
+    """The config keys of `groups` that every run shares, with their value (from `config`)."""
+    if runs.empty:
+        return {}
+    first = json.loads(runs["config"].iloc[0])
+    varying = set(config_keys(runs))
+    return {k: v for k, v in first.items() if k.startswith(tuple(groups)) and k not in varying}
 
 
 # --- figures ----------------------------------------------------------------------------------
@@ -279,35 +330,45 @@ def convergence_figure(
     by: str = "final_test_accuracy",
     accuracy_scale: str = "logit",
 ) -> Figure:
-    """One panel per net, one curve per optimizer at its best learning rate (by `by`, mean over
-    seeds): `metric` against `x` (iteration, epoch or time_s), the mean over seeds as a line and
-    their min-max as a band. Losses on a log scale; accuracies in % on a logit scale (default:
-    it spreads out both the first rise from 10 % and the last tenths of a per cent; or
-    "linear"). A curve with a diverged seed ends where that seed stopped, marked with a cross."""
+    """One panel per net, one curve per setting (each optimizer, and any other key that varies)
+    at its best learning rate (by `by`, mean over seeds): `metric` against `x` (iteration, epoch
+    or time_s), the mean over seeds as a line and their min-max as a band. Losses on a log
+    scale; accuracies in % on a logit scale (default: it spreads out both the first rise from
+    10 % and the last tenths of a per cent; or "linear"). A curve with a diverged seed ends
+    where that seed stopped, marked with a cross."""
     if curves.empty or not (curves["metric"] == metric).any():
         raise Skipped(f"the sweep has no '{metric}' curves")
-    batch_size = batch_size or analysis.reference_batch_size(runs)
-    configs = convergence_configs(runs, batch_size, by)
+    batch_size, configs = analysis.best_at_reference_batch(runs, by, batch_size)
     bands = analysis.curve_bands(runs, curves, configs, metric, x)
     if bands.empty:
         raise Skipped(f"no '{metric}' curves at batch size {batch_size}")
     k = scale(metric)
     nets = net_order(bands)
+    styles = setting_styles(bands)
     fig, axes = _figure(len(nets), sharey=False)
     for ax, net in zip(axes[0], nets, strict=True):
         panel = bands[bands["net"] == net]
         handles, labels = [], []
-        for optimizer in optimizer_order(panel["optimizer"]):
-            line = panel[panel["optimizer"] == optimizer].sort_values(x)
-            color = optimizer_color(optimizer)
+        for setting in setting_order(panel):
+            line = panel[panel["setting"] == setting].sort_values(x)
+            style = styles[setting]
             ax.fill_between(
-                line[x], line["min"] * k, line["max"] * k, color=color, alpha=BAND_ALPHA, lw=0
+                line[x],
+                line["min"] * k,
+                line["max"] * k,
+                color=style["color"],
+                alpha=BAND_ALPHA,
+                lw=0,
             )
-            (handle,) = ax.plot(line[x], line["mean"] * k, color=color, lw=1.6, label=optimizer)
+            (handle,) = ax.plot(
+                line[x], line["mean"] * k, color=style["color"], ls=style["ls"], lw=1.6
+            )
             first = line.iloc[0]
-            label = f"{optimizer}, lr {_lr_text(first['lr'])}"
+            label = f"{setting}, lr {_lr_text(first['lr'])}"
             if first["n_diverged"]:
-                ax.plot(line[x].iloc[-1:], line["mean"].iloc[-1:] * k, "x", color=color, ms=8)
+                ax.plot(
+                    line[x].iloc[-1:], line["mean"].iloc[-1:] * k, "x", color=style["color"], ms=8
+                )
                 label += f" ({first['n_diverged']}/{first['n_seeds']} diverged)"
             handles.append(handle)
             labels.append(label)
@@ -325,7 +386,7 @@ def convergence_figure(
             ncols=1 if len(handles) > 3 else len(handles),
             frameon=False,
             fontsize=8.5,
-            handlelength=1.5,
+            handlelength=2.2,
         )
     ylabel = METRIC_LABELS.get(metric, metric)
     if is_percent(metric) and accuracy_scale == "logit":
@@ -337,21 +398,11 @@ def convergence_figure(
     if "loss" in metric:
         name += " (cross-entropy)"
     fig.suptitle(
-        f"{name.capitalize()} against {x.replace('_s', '')}s: each optimizer at its best "
-        f"learning rate (batch {batch_size})\nline: mean over {_seeds_text(bands['n_seeds'])}, "
-        "band: min-max over seeds"
+        f"{name.capitalize()} against {x.replace('_s', '')}s: each setting at its best "
+        f"learning rate ({fixed_text(analysis.runs_of(runs, configs))})\n"
+        f"line: mean over {_seeds_text(bands['n_seeds'])}, band: min-max over seeds"
     )
     return fig
-
-
-def lr_table(runs: pd.DataFrame, batch_size: int, by: str = "final_test_accuracy"):
-    """Per net, optimizer and learning rate, at `batch_size`: the summary row of the best config
-    (momentum, schedule) at that learning rate; and the best learning rate per net and
-    optimizer. Returns (per_lr, best)."""
-    summary = analysis.summarize(runs[runs["batch_size"] == batch_size])
-    per_lr = analysis.best_configs(summary, by=by, within=("model", "hidden", "optimizer", "lr"))
-    best = analysis.best_configs(per_lr, by=by)
-    return per_lr, best
 
 
 def _mark_diverged(ax, xs, top: bool, color: str) -> None:
@@ -362,6 +413,18 @@ def _mark_diverged(ax, xs, top: bool, color: str) -> None:
     ax.plot(xs, [y] * len(xs), "x", color=color, ms=8, mew=2, transform=ax.get_xaxis_transform())
 
 
+def _legend_of_settings(fig: Figure, styles: dict[str, dict], extra=()) -> None:
+    handles = [
+        Line2D([], [], color=s["color"], ls=s["ls"], marker=s["marker"], ms=4, lw=1.4)
+        for s in styles.values()
+    ]
+    labels = list(styles)
+    for handle, label in extra:
+        handles.append(handle)
+        labels.append(label)
+    _legend_below(fig, handles, labels, ncols=min(len(handles), 4 if len(handles) > 7 else 7))
+
+
 @_styled
 def lr_sensitivity_figure(
     runs: pd.DataFrame,
@@ -370,44 +433,44 @@ def lr_sensitivity_figure(
     by: str = "final_test_accuracy",
 ) -> Figure:
     """Final metrics against the learning rate (log x), one panel per net and metric, one line
-    per optimizer: mean over seeds with min-max error bars; a star marks the best learning
-    rate (by `by`), a cross at the panel's edge a learning rate with a diverged seed."""
+    per setting (each optimizer, and any other key that varies): mean over seeds with min-max
+    error bars; a star marks the best learning rate (by `by`), a cross at the panel's edge a
+    learning rate with a diverged seed."""
     batch_size = batch_size or analysis.reference_batch_size(runs)
-    per_lr, best = lr_table(runs, batch_size, by)
-    lrs_per = per_lr.groupby(["net", "optimizer"])["lr"].nunique()
+    per_lr, best = analysis.lr_table(runs, batch_size, by)
+    lrs_per = per_lr.groupby(["net", "setting"], dropna=False)["lr"].nunique()
     if per_lr.empty or lrs_per.max() < 2:
         raise Skipped(
-            f"the sweep has a single learning rate per optimizer and net (batch {batch_size}): "
+            f"the sweep has a single learning rate per setting and net (batch {batch_size}): "
             "there is no learning-rate axis to draw"
         )
     nets = net_order(per_lr)
+    styles = setting_styles(per_lr)
     fig, axes = _figure(len(nets), len(metrics), sharex="col")
     for col, net in enumerate(nets):
         panel = per_lr[per_lr["net"] == net]
         for row, metric in enumerate(metrics):
             ax = axes[row, col]
             k = scale(metric)
-            for optimizer in optimizer_order(panel["optimizer"]):
-                color = optimizer_color(optimizer)
-                points = panel[panel["optimizer"] == optimizer].sort_values("lr")
+            for setting in setting_order(panel):
+                style = styles[setting]
+                points = panel[panel["setting"] == setting].sort_values("lr")
                 ok = points[points["n_diverged"] == 0]
                 mean = ok[f"{metric}_mean"] * k
                 err = [mean - ok[f"{metric}_min"] * k, ok[f"{metric}_max"] * k - mean]
-                ax.errorbar(
-                    ok["lr"], mean, yerr=err, color=color, marker="o", ms=4, lw=1.4, capsize=3
-                )
+                ax.errorbar(ok["lr"], mean, yerr=err, ms=4, lw=1.4, capsize=3, **style)
                 bad = points[points["n_diverged"] > 0]
                 _mark_diverged(
-                    ax, bad["lr"], top=not analysis.higher_is_better(metric), color=color
+                    ax, bad["lr"], top=not analysis.higher_is_better(metric), color=style["color"]
                 )
-                chosen = best[(best["net"] == net) & (best["optimizer"] == optimizer)]
+                chosen = best[(best["net"] == net) & (best["setting"] == setting)]
                 chosen = chosen[chosen["n_diverged"] == 0]
                 ax.plot(
                     chosen["lr"],
                     chosen[f"{metric}_mean"] * k,
                     "*",
                     ms=15,
-                    color=color,
+                    color=style["color"],
                     mec="black",
                     mew=0.8,
                     zorder=5,
@@ -422,30 +485,19 @@ def lr_sensitivity_figure(
             if col == 0:
                 label = METRIC_LABELS.get(metric, metric)
                 ax.set_ylabel(label if is_percent(metric) else _log_label(label))
-    handles = [
-        Line2D([], [], color=optimizer_color(o), marker="o", ms=4, lw=1.4)
-        for o in optimizer_order(per_lr["optimizer"])
+    extra = [
+        (
+            Line2D([], [], ls="", marker="*", ms=12, color="white", mec="black"),
+            f"best learning rate (by {METRIC_LABELS[by].split(' (')[0]})",
+        ),
+        (Line2D([], [], ls="", marker="x", ms=7, mew=2, color="black"), "diverged seed(s)"),
     ]
-    labels = optimizer_order(per_lr["optimizer"])
-    handles += [
-        Line2D([], [], ls="", marker="*", ms=12, color="white", mec="black"),
-        Line2D([], [], ls="", marker="x", ms=7, mew=2, color="black"),
-    ]
-    labels += [f"best learning rate (by {METRIC_LABELS[by].split(' (')[0]})", "diverged seed(s)"]
-    _legend_below(fig, handles, labels, ncols=min(len(handles), 7))
+    _legend_of_settings(fig, styles, extra)
     fig.suptitle(
-        f"Learning-rate sensitivity (batch {batch_size}): mean over "
-        f"{_seeds_text(per_lr['n_seeds'])}, error bars: min-max over seeds"
+        f"Learning-rate sensitivity ({fixed_text(runs[runs['batch_size'] == batch_size])}): "
+        f"mean over {_seeds_text(per_lr['n_seeds'])}, error bars: min-max over seeds"
     )
     return fig
-
-
-def batch_size_table(runs: pd.DataFrame, by: str = "final_test_accuracy") -> pd.DataFrame:
-    """Per net, optimizer and batch size: the summary row of the best learning rate there."""
-    summary = analysis.summarize(runs, metrics=(*analysis.SUMMARY_METRICS, "train_time_s"))
-    return analysis.best_configs(
-        summary, by=by, within=("model", "hidden", "optimizer", "batch_size")
-    )
 
 
 @_styled
@@ -455,32 +507,28 @@ def batch_size_figure(
     by: str = "final_test_accuracy",
 ) -> Figure:
     """Final test accuracy and training time against the batch size (log2 x), one panel per net
-    and metric, one line per optimizer at its best learning rate for each batch size; mean over
-    seeds with min-max error bars."""
+    and metric, one line per setting (each optimizer, and any other key that varies) at its
+    best learning rate for each batch size; mean over seeds with min-max error bars."""
     sizes = sorted(runs["batch_size"].unique())
     if len(sizes) < 2:
         raise Skipped(f"the sweep has a single batch size ({sizes[0]}): no batch-size axis")
-    table = batch_size_table(runs, by)
+    table = analysis.batch_size_table(runs, by)
+    # A line joins the batch sizes of one setting: its label leaves the batch size out.
+    table = table.assign(line=analysis.setting_labels(table, (analysis.LR_KEY, analysis.BATCH_KEY)))
     nets = net_order(table)
+    styles = setting_styles(table, "line")
     fig, axes = _figure(len(nets), len(metrics), sharex="col")
     for col, net in enumerate(nets):
         panel = table[table["net"] == net]
         for row, metric in enumerate(metrics):
             ax = axes[row, col]
             k = scale(metric)
-            for optimizer in optimizer_order(panel["optimizer"]):
-                points = panel[panel["optimizer"] == optimizer].sort_values("batch_size")
+            for line in setting_order(panel, "line"):
+                points = panel[panel["line"] == line].sort_values("batch_size")
                 mean = points[f"{metric}_mean"] * k
                 err = [mean - points[f"{metric}_min"] * k, points[f"{metric}_max"] * k - mean]
                 ax.errorbar(
-                    points["batch_size"],
-                    mean,
-                    yerr=err,
-                    color=optimizer_color(optimizer),
-                    marker="o",
-                    ms=4,
-                    lw=1.4,
-                    capsize=3,
+                    points["batch_size"], mean, yerr=err, ms=4, lw=1.4, capsize=3, **styles[line]
                 )
             ax.set_xscale("log", base=2)
             ax.set_xticks(sizes, [str(s) for s in sizes])
@@ -491,29 +539,14 @@ def batch_size_figure(
                 ax.set_xlabel("batch size (examples per step, log scale)")
             if col == 0:
                 ax.set_ylabel(METRIC_LABELS.get(metric, metric))
-    names = optimizer_order(table["optimizer"])
-    handles = [Line2D([], [], color=optimizer_color(o), marker="o", ms=4, lw=1.4) for o in names]
-    _legend_below(fig, handles, names)
+    _legend_of_settings(fig, styles)
     iterations = sorted(runs["iterations"].unique())
     length = f"{iterations[0]:,} iterations" if len(iterations) == 1 else "iterations vary"
     fig.suptitle(
-        f"Batch size: each optimizer at its best learning rate per batch size ({length})\n"
+        f"Batch size: each setting at its best learning rate per batch size ({length})\n"
         f"mean over {_seeds_text(table['n_seeds'])}, error bars: min-max over seeds"
     )
     return fig
-
-
-def fastest_configs(target_summary: pd.DataFrame, measure: str) -> pd.DataFrame:
-    """Per net and optimizer, the config that reaches the target fastest in `measure`
-    (iterations_to_target, seconds_to_target, ...) with every seed; optimizers that never do
-    keep their config with the most seeds reaching it, and an infinite cost."""
-    if target_summary.empty:
-        return target_summary.copy()
-    ranked = target_summary.assign(_cost=target_summary[f"{measure}_cost"]).sort_values(
-        ["_cost", "n_reached", "lr"], ascending=[True, False, True], kind="stable"
-    )
-    best = ranked.groupby(["model", "hidden", "optimizer"], sort=False).head(1)
-    return best.drop(columns="_cost").sort_values(["net", "optimizer"], ignore_index=True)
 
 
 TARGET_LABELS = {
@@ -529,7 +562,7 @@ def time_to_target_figure(
     target: float,
     measures: Sequence[str] = ("iterations_to_target", "seconds_to_target"),
 ) -> Figure:
-    """Horizontal bars: per net (panel column) and optimizer, the iterations and training
+    """Horizontal bars: per net (panel column) and setting, the iterations and training
     seconds until test accuracy first reaches `target` at the fastest learning rate (mean over
     seeds, min-max error bars); 'not reached' where no learning rate got there with every
     seed."""
@@ -538,12 +571,12 @@ def time_to_target_figure(
     nets = net_order(target_summary)
     fig, axes = _figure(len(nets), len(measures))
     for row, measure in enumerate(measures):
-        fastest = fastest_configs(target_summary, measure)
+        fastest = analysis.fastest_configs(target_summary, measure)
         for col, net in enumerate(nets):
             ax = axes[row, col]
             panel = fastest[fastest["net"] == net]
-            names = optimizer_order(panel["optimizer"])
-            panel = panel.set_index("optimizer").loc[names]
+            names = setting_order(panel)
+            panel = panel.set_index("setting").loc[names]
             done = np.isfinite(panel[f"{measure}_cost"].to_numpy())
             mean = panel[f"{measure}_mean"].where(done, 0.0)
             lo = (mean - panel[f"{measure}_min"]).where(done, 0.0)
@@ -553,7 +586,7 @@ def time_to_target_figure(
                 ys,
                 mean,
                 xerr=[lo, hi],
-                color=[optimizer_color(n) for n in names],
+                color=[optimizer_color(o) for o in panel["optimizer"]],
                 capsize=3,
                 height=0.65,
                 error_kw={"lw": 1},
@@ -574,7 +607,7 @@ def time_to_target_figure(
                 ax.set_xlim(0, 1)
                 ax.set_xticks([])
     fig.suptitle(
-        f"Time to {percent(target)} test accuracy at each optimizer's fastest learning rate\n"
+        f"Time to {percent(target)} test accuracy at each setting's fastest learning rate\n"
         f"mean over {_seeds_text(target_summary['n_seeds'])}, error bars: min-max over seeds "
         "(resolution: the evaluation interval)"
     )
@@ -586,27 +619,6 @@ PROFILE_LABELS = {
     "seconds_to_target": "training seconds to target",
     "final_train_loss": "final training loss",
 }
-
-
-def profile_tables(
-    runs: pd.DataFrame, curves: pd.DataFrame, target: float
-) -> dict[str, pd.DataFrame]:
-    """Cost matrices (problems x optimizers) of the performance profiles: iterations and
-    seconds to `target` test accuracy, and final training loss; each optimizer at its best
-    setting per problem (net x batch size). A config with a seed that diverged or did not
-    reach the target counts as failed."""
-    ttt = analysis.summarize_time_to_target(analysis.time_to_target(curves, target))
-    summary = analysis.summarize(runs)
-    loss = summary.assign(
-        final_train_loss_cost=summary["final_train_loss_mean"].where(
-            summary["n_diverged"] == 0, math.inf
-        )
-    )
-    return {
-        "iterations_to_target": analysis.profile_costs(ttt, "iterations_to_target_cost"),
-        "seconds_to_target": analysis.profile_costs(ttt, "seconds_to_target_cost"),
-        "final_train_loss": analysis.profile_costs(loss, "final_train_loss_cost"),
-    }
 
 
 def _profile_width(i: int, n: int) -> float:
@@ -701,50 +713,45 @@ def _metric_digits(metric: str) -> int:
 
 
 def final_metrics_table(best: pd.DataFrame, metric: str = "final_test_accuracy") -> pd.DataFrame:
-    """Net x optimizer: mean ± 95 % CI over seeds of `metric` at the best learning rate (given
-    in brackets), accuracies in %; the best optimizer of each net in bold (Markdown **)."""
+    """Net x setting: mean ± 95 % CI over seeds of `metric` at the best learning rate (given
+    in brackets), accuracies in %; the best setting of each net in bold (Markdown **)."""
     k, digits = scale(metric), _metric_digits(metric)
     rows = {}
     for net in net_order(best):
-        panel = best[best["net"] == net].set_index("optimizer")
+        panel = best[best["net"] == net].set_index("setting")
         ok = panel[panel["n_diverged"] == 0][f"{metric}_mean"]
         winner = (
             (ok.idxmax() if analysis.higher_is_better(metric) else ok.idxmin()) if len(ok) else None
         )
         row = {}
-        for optimizer in optimizer_order(panel.index):
-            r = panel.loc[optimizer]
+        for setting in setting_order(best[best["net"] == net]):
+            r = panel.loc[setting]
             value = _fmt(r[f"{metric}_mean"], r[f"{metric}_ci"], k, digits)
             text = f"{value} (lr {_lr_text(r['lr'])})"
             if r["n_diverged"]:
                 text += f", {r['n_diverged']}/{r['n_seeds']} diverged"
-            row[optimizer] = f"**{text}**" if optimizer == winner else text
+            row[setting] = f"**{text}**" if setting == winner else text
         rows[net] = row
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.index.name = "net"
-    return table[optimizer_order(table.columns)].fillna("")
+    return table[setting_order(best)].fillna("")
 
 
 def configs_table(summary: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
     """Every config: mean ± 95 % CI over seeds of the summary metrics; ★ marks the best
-    learning rate of each net and optimizer."""
-    keys = set(best[analysis.CONFIG_COLUMNS].astype(str).itertuples(index=False, name=None))
+    learning rate of each net and setting (the configs of `best`)."""
+    chosen = set(best["config_id"])
     rows = []
     for _, r in summary.iterrows():
-        key = tuple(str(r[c]) for c in analysis.CONFIG_COLUMNS)
         row = {
-            "": "★" if key in keys else "",
+            "": "★" if r["config_id"] in chosen else "",
             "net": r["net"],
-            "optimizer": r["optimizer"],
+            "setting": r["setting"],
             "lr": _lr_text(r["lr"]),
+            "batch": int(r["batch_size"]),
+            "seeds": int(r["n_seeds"]),
+            "diverged": int(r["n_diverged"]),
         }
-        if summary["momentum"].nunique(dropna=False) > 1:
-            row["momentum"] = "" if pd.isna(r["momentum"]) else f"{r['momentum']:g}"
-        if summary["schedule"].nunique() > 1:
-            row["schedule"] = r["schedule"]
-        row["batch"] = int(r["batch_size"])
-        row["seeds"] = int(r["n_seeds"])
-        row["diverged"] = int(r["n_diverged"])
         for metric in analysis.SUMMARY_METRICS:
             label = METRIC_LABELS[metric]
             row[label] = _fmt(
@@ -755,16 +762,17 @@ def configs_table(summary: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
 
 
 def time_to_target_table(target_summary: pd.DataFrame) -> pd.DataFrame:
-    """Net x optimizer: iterations and training seconds to the target at the fastest learning
+    """Net x setting: iterations and training seconds to the target at the fastest learning
     rate (mean over seeds), or 'not reached'."""
-    by_iter = fastest_configs(target_summary, "iterations_to_target")
-    by_time = fastest_configs(target_summary, "seconds_to_target").set_index(["net", "optimizer"])
+    by_iter = analysis.fastest_configs(target_summary, "iterations_to_target")
+    by_time = analysis.fastest_configs(target_summary, "seconds_to_target")
+    by_time = by_time.set_index(["net", "setting"])
     rows = {}
     for net in net_order(by_iter):
         rows[net] = {}
-        panel = by_iter[by_iter["net"] == net].set_index("optimizer")
-        for optimizer in optimizer_order(panel.index):
-            r, t = panel.loc[optimizer], by_time.loc[(net, optimizer)]
+        panel = by_iter[by_iter["net"] == net].set_index("setting")
+        for setting in setting_order(by_iter[by_iter["net"] == net]):
+            r, t = panel.loc[setting], by_time.loc[(net, setting)]
             if not np.isfinite(r["iterations_to_target_cost"]):
                 text = f"not reached ({r['n_reached']}/{r['n_seeds']} seeds at best)"
             else:
@@ -772,10 +780,10 @@ def time_to_target_table(target_summary: pd.DataFrame) -> pd.DataFrame:
                     f"{r['iterations_to_target_mean']:,.0f} it (lr {_lr_text(r['lr'])}), "
                     f"{t['seconds_to_target_mean']:.2f} s (lr {_lr_text(t['lr'])})"
                 )
-            rows[net][optimizer] = text
+            rows[net][setting] = text
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.index.name = "net"
-    return table[optimizer_order(table.columns)].fillna("") if len(table) else table
+    return table[setting_order(by_iter)].fillna("") if len(table) else table
 
 
 def profile_summary_table(matrix: pd.DataFrame, taus=(1.0, 1.25, 1.5, 2.0, 4.0)) -> pd.DataFrame:
@@ -833,7 +841,7 @@ def make_figures(
         "batch_size": lambda: batch_size_figure(runs),
         "time_to_target": lambda: time_to_target_figure(target_summary, target),
         "performance_profile": lambda: performance_profile_figure(
-            profile_tables(runs, curves, target), target
+            analysis.profile_tables(runs, curves, target), target
         ),
     }
     figures = {}
@@ -871,11 +879,10 @@ def summary_markdown(
     """The Markdown summary: what the sweep holds, the final-metrics tables, every config,
     time to target, performance profiles, and the figures made and skipped."""
     summary = analysis.summarize(runs)
-    batch = analysis.reference_batch_size(runs)
-    best = analysis.best_configs(summary[summary["batch_size"] == batch])
+    batch, best = analysis.best_at_reference_batch(runs)
     target_summary = analysis.summarize_time_to_target(analysis.time_to_target(curves, target))
     n_div = int((runs["status"] == "diverged").sum())
-    seeds = runs.groupby(analysis.CONFIG_COLUMNS, dropna=False)["seed"].nunique()
+    seeds = summary["n_seeds"]
 
     def values(column: str) -> str:
         items = runs[column].dropna().unique()
@@ -884,6 +891,9 @@ def summary_markdown(
         return ", ".join(f"{v:g}" if numeric else str(v) for v in items)
 
     seeds_text = f"{seeds.min()}" if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()}"
+    varying = [c for c in analysis.CHOICE_COLUMNS if runs[c].nunique() > 1]
+    varying += analysis.label_keys(runs)
+    fixed = fixed_config(runs)
 
     parts = [
         f"# Sweep report: {sweep}",
@@ -897,6 +907,8 @@ def summary_markdown(
         f"* learning rates: {values('lr')}",
         f"* batch sizes: {values('batch_size')}",
         f"* schedules: {values('schedule')}",
+        f"* keys that vary between configs: {', '.join(varying) or 'none'}",
+        f"* the same for every run: {', '.join(f'{k}={v}' for k, v in fixed.items())}",
         "",
         "Intervals are 95 % confidence intervals of the mean over seeds (Student's t); "
         "accuracies in %, losses in nats (cross-entropy).",
@@ -917,7 +929,7 @@ def summary_markdown(
         "",
         "## Every configuration",
         "",
-        f"★: the best learning rate of its net and optimizer (at batch {batch}).",
+        f"★: the best learning rate of its net and setting (at batch {batch}).",
         "",
         markdown_table(configs_table(summary, best), index=False),
         "",
@@ -933,7 +945,7 @@ def summary_markdown(
         parts.append(markdown_table(time_to_target_table(target_summary)))
     else:
         parts.append(f"No run reached {percent(target)} test accuracy.")
-    costs = profile_tables(runs, curves, target)
+    costs = analysis.profile_tables(runs, curves, target)
     parts += [
         "",
         "## Performance profiles",
@@ -1015,20 +1027,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
 
-    def fail(message: str):
-        print(f"{PROG}: error: {message}", file=sys.stderr)
-        sys.exit(2)
-
     if not args.sweep.exists():
-        fail(f"no such folder: {args.sweep}")
+        exit_with_error(PROG, f"no such folder: {args.sweep}")
     if not args.sweep.is_dir():
-        fail(f"not a folder: {args.sweep}")
+        exit_with_error(PROG, f"not a folder: {args.sweep}")
     if not 0 < args.target <= 1:
-        fail(f"--target is a fraction in (0, 1], got {args.target}")
+        exit_with_error(PROG, f"--target is a fraction in (0, 1], got {args.target}")
     try:
         report = write_report(args.sweep, args.out, args.target, args.formats)
-    except (OSError, ValueError) as exc:  # unreadable tables, no runs, unknown format, ...
-        fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    except (OSError, ValueError, HarnessError) as exc:  # unreadable tables, no runs, ...
+        exit_with_error(PROG, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     for path in report.written:
         print(path)
     for name, why in report.skipped.items():

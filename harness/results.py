@@ -17,6 +17,8 @@ from typing import Any
 
 import pandas as pd
 
+from harness.errors import DataError
+
 RUN_FILE = "run.json"
 METRICS_FILE = "metrics.parquet"
 # Consolidated tables of a sweep folder.
@@ -95,8 +97,44 @@ def find_sweep_dirs(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     return sorted({p.parent for path in _as_list(paths) for p in path.rglob(RUNS_TABLE)})
 
 
+def _readable(value: Any) -> Any:
+    """A config value as a table cell: lists as '[a, b]' strings (as Hydra's overrides write
+    them), scalars as they are."""
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(str(_readable(v)) for v in value) + "]"
+    return value
+
+
+def flat_config(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config as {dotted key: readable value}."""
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            flat |= flat_config(value, f"{prefix}{key}.")
+        else:
+            flat[f"{prefix}{key}"] = _readable(value)
+    return flat
+
+
+def identity_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A run's identity: every key of its resolved config that changes what it computes, except
+    the seed (execution-only keys and lookup tables are left out), as {dotted key: value}."""
+    flat = flat_config(config)
+    dropped = tuple(NOT_COMPUTED_KEYS) + ("seed",)
+    return {
+        k: v for k, v in flat.items() if not any(k == d or k.startswith(f"{d}.") for d in dropped)
+    }
+
+
+def identity_hash(identity: dict[str, Any]) -> str:
+    """`config_id`: runs with the same one are seeds of one configuration."""
+    blob = json.dumps(identity, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
 def run_identity(record: dict[str, Any]) -> dict[str, Any]:
-    """The identifying columns of a run, from its run.json record."""
+    """The short identifying columns of a run, from its run.json record (the full identity is
+    in `config_id` and the `config` column; see `load_runs`)."""
     config, choices = record["config"], record["choices"]
     optimizer = config["optimizer"]
     return {
@@ -113,8 +151,10 @@ def run_identity(record: dict[str, Any]) -> dict[str, Any]:
 
 def run_row(record: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     final = record["final"]
+    identity = identity_config(record["config"])
     return {
         **run_identity(record),
+        "config_id": identity_hash(identity),
         "depth": len(record["config"]["model"].get("hidden", [])),
         "status": record["status"],
         "final_test_accuracy": final["test_accuracy"],
@@ -127,15 +167,29 @@ def run_row(record: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         "train_time_s": record["train_time_s"],
         "wall_time_s": record["wall_time_s"],
         "config_hash": record["config_hash"],
+        "config": json.dumps(identity, sort_keys=True, default=str),
         "run_dir": str(run_dir),
     }
 
 
+def with_config_columns(runs: pd.DataFrame) -> pd.DataFrame:
+    """`runs` with a column for every config key (dotted name) whose value differs between its
+    runs, the seed left out; a key that some runs lack counts as differing (NaN there)."""
+    configs = pd.DataFrame([json.loads(c) for c in runs["config"]], index=runs.index)
+    varying = [
+        k for k in configs.columns if configs[k].astype(str).nunique(dropna=False) > 1
+    ]  # as text: a key missing in some runs (NaN) differs from one present everywhere
+    columns = configs[sorted(varying)]
+    return pd.concat([runs.drop(columns=varying, errors="ignore"), columns], axis=1)
+
+
+def config_keys(frame: pd.DataFrame) -> list[str]:
+    """The config-key columns of a table made by `load_runs` / `load_curves`: dotted names."""
+    return [c for c in frame.columns if "." in str(c)]
+
+
 def _run_curves(run_dir: Path) -> pd.DataFrame:
-    record = read_run(run_dir)
-    metrics = pd.read_parquet(run_dir / METRICS_FILE)
-    ids = {**run_identity(record), "status": record["status"], "run_dir": str(run_dir)}
-    return metrics.assign(**ids)[[*ids, *metrics.columns]]
+    return pd.read_parquet(run_dir / METRICS_FILE).assign(run_dir=str(run_dir))
 
 
 def _consolidated(paths: list[Path], table: str) -> list[pd.DataFrame]:
@@ -145,6 +199,11 @@ def _consolidated(paths: list[Path], table: str) -> list[pd.DataFrame]:
     for sweep_dir in find_sweep_dirs(paths):
         if (sweep_dir / table).exists():
             frame = pd.read_parquet(sweep_dir / table)
+            if table == RUNS_TABLE and "config" not in frame:
+                raise DataError(
+                    f"{sweep_dir / table} was written before runs recorded their identity; "
+                    f"add it with: python experiments/backfill_configs.py {sweep_dir}"
+                )
             frames.append(frame.assign(run_dir=[str(sweep_dir / r) for r in frame["run_dir"]]))
     return frames
 
@@ -159,25 +218,42 @@ def _merge(consolidated: list[pd.DataFrame], fresh: list[pd.DataFrame]) -> pd.Da
 
 def load_runs(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     """One row per finished run found under `paths` (a run, a sweep folder, or several): from
-    consolidated `runs.parquet` tables and from run folders not yet consolidated."""
+    consolidated `runs.parquet` tables and from run folders not yet consolidated.
+
+    Columns: the short identifying columns (ID_COLUMNS), `config_id` (runs with the same one
+    are seeds of one configuration), a column per config key that differs between the loaded
+    runs (dotted names, e.g. `model.activations`, `optimizer.weight_decay`; lists as strings),
+    status, final metrics, times, `config` (the identity as JSON) and `run_dir`."""
     paths = _as_list(paths)
     rows = [run_row(read_run(d), d) for d in find_run_dirs(paths)]
     fresh = [pd.DataFrame(rows)] if rows else []
     runs = _merge(_consolidated(paths, RUNS_TABLE), fresh)
     if runs.empty:
-        return pd.DataFrame(columns=[*ID_COLUMNS, "status", "run_dir"])
-    return runs.sort_values([*ID_COLUMNS, "run_dir"], ignore_index=True)
+        return pd.DataFrame(columns=[*ID_COLUMNS, "config_id", "status", "run_dir"])
+    runs = runs.drop(columns=config_keys(runs))  # recomputed over all the loaded runs
+    return with_config_columns(runs).sort_values([*ID_COLUMNS, "run_dir"], ignore_index=True)
 
 
-def load_curves(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
-    """Per-step metrics of every run under `paths`, long format, with the identifying columns:
-    model, optimizer, ..., seed, status, run_dir, iteration, epoch, time_s, metric, value."""
+# Columns of the runs table that curves carry on every row.
+_CURVE_ID_COLUMNS = [*ID_COLUMNS, "config_id", "status", "run_dir"]
+
+
+def load_curves(
+    paths: str | Path | Iterable[str | Path], runs: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Per-step metrics of every run under `paths`, long format, each row with its run's
+    identifying columns (those of `load_runs`: short columns, config_id, the varying config
+    keys), status, run_dir, then iteration, epoch, time_s, metric, value. Pass `runs` (the
+    `load_runs` table of the same paths) to save reading it again."""
     paths = _as_list(paths)
+    runs = load_runs(paths) if runs is None else runs
     fresh = [_run_curves(d) for d in find_run_dirs(paths)]
     curves = _merge(_consolidated(paths, CURVES_TABLE), fresh)
+    columns = [*_CURVE_ID_COLUMNS, *config_keys(runs)]
     if curves.empty:
-        return pd.DataFrame(columns=[*ID_COLUMNS, "status", "run_dir", *METRIC_COLUMNS])
-    return curves
+        return pd.DataFrame(columns=[*columns, *METRIC_COLUMNS])
+    ids = runs[columns]
+    return ids.merge(curves[["run_dir", *METRIC_COLUMNS]], on="run_dir", how="inner")
 
 
 def _write_table(frame: pd.DataFrame, path: Path) -> None:
@@ -190,12 +266,16 @@ def collect(sweep_dir: str | Path) -> tuple[int, int]:
     """Consolidate every finished run under `sweep_dir` into `runs.parquet` and `curves.parquet`
     there (rows of runs whose folders are gone are kept). Returns (runs, curve rows)."""
     sweep_dir = Path(sweep_dir)
-    runs, curves = load_runs(sweep_dir), load_curves(sweep_dir)
+    runs = load_runs(sweep_dir)
+    curves = load_curves(sweep_dir, runs)
 
     def relative(frame: pd.DataFrame) -> pd.DataFrame:
         rel = [os.path.relpath(d, sweep_dir) for d in frame["run_dir"]]
         return frame.assign(run_dir=rel)
 
-    _write_table(relative(curves), sweep_dir / CURVES_TABLE)
-    _write_table(relative(runs), sweep_dir / RUNS_TABLE)  # last: it marks the sweep consolidated
+    # Stored without what loading derives again: the config-key columns (from `config`) and
+    # the curves' identifying columns (from the runs table).
+    _write_table(relative(curves[["run_dir", *METRIC_COLUMNS]]), sweep_dir / CURVES_TABLE)
+    stored = relative(runs.drop(columns=config_keys(runs)))
+    _write_table(stored, sweep_dir / RUNS_TABLE)  # last: it marks the sweep consolidated
     return len(runs), len(curves)

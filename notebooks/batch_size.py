@@ -17,14 +17,14 @@
 # # Batch size
 #
 # Final test accuracy and training time (optimisation only, evaluations excluded) against the
-# batch size, per net and optimizer, each at its best learning rate for that batch size. Points
+# batch size, per net and setting, each at its best learning rate for that batch size. Points
 # are the mean over seeds with min-max error bars.
 #
 # The sweep folder is `$HARNESS_SWEEP` (default: the committed `results/course`).
 
 # %%
 # %matplotlib inline
-from harness import report
+from harness import analysis, report
 
 sweep = report.sweep_from_env()
 runs, curves = report.load_sweep(sweep)
@@ -37,7 +37,7 @@ report.show(report.batch_size_figure, runs)
 # ## The values drawn
 
 # %%
-report.batch_size_table(runs)[
-    ["net", "optimizer", "batch_size", "lr", "n_seeds", "n_diverged"]
+analysis.batch_size_table(runs)[
+    ["net", "setting", "batch_size", "lr", "n_seeds", "n_diverged"]
     + ["final_test_accuracy_mean", "final_test_accuracy_ci", "train_time_s_mean"]
 ]

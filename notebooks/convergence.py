@@ -17,8 +17,8 @@
 # # Convergence
 #
 # Training loss and test accuracy against iterations, one panel per net and one curve per
-# optimizer at its best learning rate (highest mean final test accuracy), as in the course
-# figure. The line is the mean over seeds, the band their min-max; a cross marks a curve that
+# setting (each optimizer, and any other config key the sweep varies) at its best learning
+# rate (highest mean final test accuracy), as in the course figure. The line is the mean over seeds, the band their min-max; a cross marks a curve that
 # ends because a seed diverged.
 #
 # The sweep folder is `$HARNESS_SWEEP` (default: the committed `results/course`).
@@ -46,13 +46,13 @@ report.show(report.convergence_figure, runs, curves, "test_accuracy")
 # %% [markdown]
 # ## The configurations drawn
 #
-# Per net and optimizer, the best learning rate at the reference batch size; mean and 95 %
+# Per net and setting, the best learning rate at the reference batch size; mean and 95 %
 # confidence interval (t distribution) over seeds.
 
 # %%
-batch_size = analysis.reference_batch_size(runs)
-report.convergence_configs(runs, batch_size)[
-    ["net", "optimizer", "lr", "momentum", "batch_size", "n_seeds", "n_diverged"]
+batch_size, best = analysis.best_at_reference_batch(runs)
+best[
+    ["net", "setting", "lr", "batch_size", "n_seeds", "n_diverged"]
     + [f"final_test_accuracy_{s}" for s in ("mean", "ci")]
     + [f"final_train_loss_{s}" for s in ("mean", "ci")]
 ]

@@ -32,19 +32,20 @@ from harness import analysis, report
 sweep = report.sweep_from_env()
 runs, curves = report.load_sweep(sweep)
 batch_size = analysis.reference_batch_size(runs)
+# Every config at that batch size, and the best learning rate of each net and setting.
+per_lr, best = analysis.lr_table(runs, batch_size)
 print(f"{sweep}: {len(runs)} runs; learning rates at batch {batch_size}:")
-runs[runs["batch_size"] == batch_size].groupby(["model", "optimizer"])["lr"].unique()
+per_lr.groupby(["net", "setting"])["lr"].unique()
 
 # %%
 report.show(report.lr_sensitivity_figure, runs, batch_size)
 
 # %% [markdown]
-# ## The best learning rate per net and optimizer
+# ## The best learning rate per net and setting
 #
 # Mean ± 95 % confidence interval over seeds (t distribution).
 
 # %%
-per_lr, best = report.lr_table(runs, batch_size)
 Markdown(report.markdown_table(report.final_metrics_table(best, "final_test_accuracy")))
 
 # %%

@@ -16,9 +16,9 @@
 # %% [markdown]
 # # Summary
 #
-# Final metrics per net and optimizer at the best learning rate, time to a target test
-# accuracy, and performance profiles across problems. The same tables as `harness-report`'s
-# `summary.md`.
+# Final metrics per net and setting (each optimizer, and any other config key the sweep
+# varies) at the best learning rate, time to a target test accuracy, and performance profiles
+# across problems. The same tables as `harness-report`'s `summary.md`.
 #
 # The sweep folder is `$HARNESS_SWEEP` (default: the committed `results/course`); the target
 # test accuracy is `$HARNESS_TARGET` (default: 0.97).
@@ -33,8 +33,7 @@ sweep = report.sweep_from_env()
 target = report.target_from_env()
 runs, curves = report.load_sweep(sweep)
 summary = analysis.summarize(runs)
-batch_size = analysis.reference_batch_size(runs)
-best = analysis.best_configs(summary[summary["batch_size"] == batch_size])
+batch_size, best = analysis.best_at_reference_batch(runs)
 print(f"{sweep}: {len(runs)} runs, {len(summary)} configs; target {report.percent(target)}")
 
 # %% [markdown]
@@ -73,7 +72,7 @@ Markdown(report.markdown_table(report.time_to_target_table(target_summary)))
 # within a factor tau of the best optimizer's.
 
 # %%
-costs = report.profile_tables(runs, curves, target)
+costs = analysis.profile_tables(runs, curves, target)
 report.show(report.performance_profile_figure, costs, target)
 
 # %%

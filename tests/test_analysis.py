@@ -1,5 +1,6 @@
 """harness.analysis: summaries over seeds, best learning rates, time to target, profiles."""
 
+import json
 import math
 
 import numpy as np
@@ -9,7 +10,28 @@ from scipy import stats
 from smoke_sweep import BATCH_64_LR, LEARNING_RATES, TARGET
 
 from harness import analysis
-from harness.results import load_curves, load_runs
+from harness.results import identity_hash, load_curves, load_runs, with_config_columns
+
+# Config keys of the tables made by hand below, by the short column they come from.
+FAKE_KEYS = {
+    "model": "model.name",
+    "hidden": "model.hidden",
+    "optimizer": "optimizer.name",
+    "lr": "optimizer.lr",
+    "batch_size": "train.batch_size",
+}
+
+
+def identified(frame: pd.DataFrame) -> pd.DataFrame:
+    """A table made by hand with what `load_runs` adds: each row's identity (`config`,
+    `config_id`) from its short columns, and a column per config key that varies."""
+    keys = {c: k for c, k in FAKE_KEYS.items() if c in frame}
+    identities = [{k: row[c] for c, k in keys.items()} for _, row in frame.iterrows()]
+    frame = frame.assign(
+        config=[json.dumps(i, sort_keys=True, default=str) for i in identities],
+        config_id=[identity_hash(i) for i in identities],
+    )
+    return with_config_columns(frame)
 
 
 def fake_runs(rows) -> pd.DataFrame:
@@ -27,13 +49,15 @@ def fake_runs(rows) -> pd.DataFrame:
             "final_train_loss",
         ],
     )
-    return frame.assign(
-        schedule="constant",
-        momentum=np.where(frame["optimizer"] == "adam", np.nan, 0.9),
-        batch_size=128,
-        hidden="100",
-        best_test_accuracy=frame["final_test_accuracy"] + 0.01,
-        run_dir=[f"run{i}" for i in range(len(frame))],
+    return identified(
+        frame.assign(
+            schedule="constant",
+            momentum=np.where(frame["optimizer"] == "adam", np.nan, 0.9),
+            batch_size=128,
+            hidden="100",
+            best_test_accuracy=frame["final_test_accuracy"] + 0.01,
+            run_dir=[f"run{i}" for i in range(len(frame))],
+        )
     )
 
 
@@ -172,7 +196,7 @@ def test_time_to_target_summary_fails_a_config_unless_every_seed_reaches():
         rows.append(("net2", "adam", 0.01, seed, hit))
     rows += [("net2", "sgd", 0.1, 0, 60), ("net2", "sgd", 0.1, 1, math.nan)]
     ttt = pd.DataFrame(rows, columns=["model", "optimizer", "lr", "seed", "iterations_to_target"])
-    ttt = ttt.assign(
+    ttt = identified(ttt).assign(
         schedule="constant",
         momentum=np.nan,
         batch_size=128,
@@ -215,15 +239,25 @@ def test_profile_costs_tune_each_optimizer_per_problem():
             "cost": [50.0, 30.0, math.inf, 20.0, math.inf, math.nan],
         }
     )
-    matrix = analysis.profile_costs(table, "cost")
-    assert matrix.loc[("net1", "none", 128)].to_dict() == {"adam": 20.0, "sgd": 30.0}
-    assert matrix.loc[("net2", "100", 128)].to_dict() == {"adam": math.inf, "sgd": math.inf}
+    matrix = analysis.profile_costs(identified(table), "cost")
+    assert matrix.loc["net1"].to_dict() == {"adam": 20.0, "sgd": 30.0}
+    assert matrix.loc["net2"].to_dict() == {"adam": math.inf, "sgd": math.inf}
+    # Another key that varies between problems (the batch size) makes problems of its own.
+    table = pd.concat([table, table.assign(batch_size=64, cost=1.0)], ignore_index=True)
+    matrix = analysis.profile_costs(identified(table), "cost")
+    assert matrix.index.tolist() == [
+        "net1, batch_size=128",
+        "net1, batch_size=64",
+        "net2, batch_size=128",
+        "net2, batch_size=64",
+    ]
+    assert matrix.loc["net1, batch_size=64"].to_dict() == {"adam": 1.0, "sgd": 1.0}
 
 
 def test_reference_batch_size_and_net_labels():
     runs = fake_runs([("mlp", "sgd", 0.1, s, "completed", 0.9, 0.3) for s in range(3)])
     assert analysis.reference_batch_size(runs) == 128
     assert analysis.reference_batch_size(runs.assign(batch_size=[32, 64, 64])) == 64
-    labels = analysis.net_labels(runs.assign(hidden=["100", "100", "256-256"]))
-    assert labels.tolist() == ["mlp (100)", "mlp (100)", "mlp (256-256)"]
+    labels = analysis.net_labels(identified(runs.assign(hidden=["100", "100", "256-256"])))
+    assert labels.tolist() == ["mlp: hidden=100", "mlp: hidden=100", "mlp: hidden=256-256"]
     assert analysis.net_labels(runs).tolist() == ["mlp"] * 3

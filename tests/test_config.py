@@ -34,6 +34,7 @@ def test_all_groups_are_present():
                 "nadam",
                 "adamw",
                 "radam",
+                "yellowfin",
             ]
         )
         == OPTIMIZERS
@@ -59,7 +60,7 @@ def test_model_builds_the_course_architecture(model):
 
 def test_every_model_optimizer_schedule_composes_and_builds():
     combos = list(itertools.product(MODELS, OPTIMIZERS, SCHEDULES))
-    assert len(combos) == 4 * 11 * 4
+    assert len(combos) == 4 * 12 * 4
     with hydra_context():
         for model, optimizer, schedule in combos:
             overrides = [f"model={model}", f"optimizer={optimizer}", f"schedule={schedule}"]

@@ -89,7 +89,7 @@ def test_convergence_of_accuracy_is_in_percent_on_a_logit_axis(tables):
     linear = report.convergence_figure(runs, curves, "test_accuracy", accuracy_scale="linear")
     assert linear.get_axes()[0].get_yscale() == "linear"
     bands = analysis.curve_bands(
-        runs, curves, report.convergence_configs(runs), "test_accuracy"
+        runs, curves, analysis.best_at_reference_batch(runs)[1], "test_accuracy"
     ).query("net == 'net1' and optimizer == 'adam'")
     (line,) = lines_by_color(ax)["adam"]
     np.testing.assert_allclose(line.get_ydata(), bands["mean"] * 100)
@@ -154,7 +154,7 @@ def test_lr_sensitivity_points_are_the_summary_and_the_star_is_the_best_lr(table
 def test_batch_size_points_are_the_best_lr_per_batch_size(tables):
     runs, _ = tables
     fig = report.batch_size_figure(runs)
-    table = report.batch_size_table(runs)
+    table = analysis.batch_size_table(runs)
     axes = np.array(fig.get_axes()).reshape(2, 2)
     assert "batch size" in axes[1, 0].get_xlabel() and axes[0, 0].get_xscale() == "log"
     for col, net in enumerate(["net1", "net2"]):
@@ -174,12 +174,12 @@ def test_time_to_target_bars_are_the_fastest_configs(tables):
     fig = report.time_to_target_figure(ts, TARGET)
     axes = np.array(fig.get_axes()).reshape(2, 2)
     for row, measure in enumerate(["iterations_to_target", "seconds_to_target"]):
-        fastest = report.fastest_configs(ts, measure)
+        fastest = analysis.fastest_configs(ts, measure)
         for col, net in enumerate(["net1", "net2"]):
             ax = axes[row, col]
             names = [t.get_text() for t in ax.get_yticklabels()]
             widths = [bar.get_width() for bar in ax.patches]
-            expected = fastest[fastest["net"] == net].set_index("optimizer").loc[names]
+            expected = fastest[fastest["net"] == net].set_index("setting").loc[names]
             cost = expected[f"{measure}_cost"]
             want = expected[f"{measure}_mean"].where(np.isfinite(cost), 0.0)
             np.testing.assert_allclose(widths, want)
@@ -191,7 +191,7 @@ def test_time_to_target_bars_are_the_fastest_configs(tables):
 
 def test_performance_profile_steps_are_the_profile(tables):
     runs, curves = tables
-    costs = report.profile_tables(runs, curves, TARGET)
+    costs = analysis.profile_tables(runs, curves, TARGET)
     fig = report.performance_profile_figure(costs, TARGET)
     for ax, (key, matrix) in zip(fig.get_axes(), costs.items(), strict=True):
         profile = analysis.performance_profile(matrix)
@@ -202,18 +202,58 @@ def test_performance_profile_steps_are_the_profile(tables):
         assert key in report.PROFILE_LABELS
 
 
+def optimizer_named(label: str) -> str:
+    """The optimizer a legend entry or tick label names: 'adam: weight_decay=0.1, lr 0.01'."""
+    return re.split(r"[:,]", label, maxsplit=1)[0].strip()
+
+
 def test_one_colour_per_optimizer_in_every_figure(tables):
     runs, curves = tables
     figures = report.make_figures(runs, curves, TARGET)
     assert not [n for n, f in figures.items() if isinstance(f, report.Skipped)]
-    for figure in figures.values():
-        for ax in figure.get_axes():
-            for optimizer, lines in lines_by_color(ax).items():
-                for line in lines:
-                    assert mcolors.to_hex(line.get_color()) == report.OPTIMIZER_COLORS[optimizer]
+    colours = {}  # optimizer -> the colours it was drawn with, over every figure
+    for name, figure in figures.items():
+        legends = [ax.get_legend() for ax in figure.get_axes() if ax.get_legend()]
+        legends += figure.legends
+        entries = [
+            (text.get_text(), handle)
+            for legend in legends
+            for text, handle in zip(legend.get_texts(), legend.legend_handles, strict=True)
+            if not text.get_text().startswith(("best learning rate", "diverged"))
+        ]
+        for ax in figure.get_axes():  # time to target: bars named by their tick labels
+            if ax.patches:
+                ticks = [t.get_text() for t in ax.get_yticklabels()]
+                entries += list(zip(ticks, ax.patches, strict=True))
+        assert entries, name
+        for label, artist in entries:
+            colour = (
+                artist.get_color()
+                if hasattr(artist, "get_linestyle") and not hasattr(artist, "get_width")
+                else artist.get_facecolor()
+            )
+            colours.setdefault(optimizer_named(label), set()).add(mcolors.to_hex(colour))
+    assert set(colours) == {"sgd", "momentum", "adam"}
+    for optimizer, drawn in colours.items():
+        assert drawn == {report.OPTIMIZER_COLORS[optimizer]}, optimizer
     # Unknown optimizers get a stable colour of their own.
     assert report.optimizer_color("lion") == report.optimizer_color("lion")
     assert report.optimizer_color("lion") not in report.OPTIMIZER_COLORS.values()
+
+
+def test_the_star_marks_the_best_learning_rate_of_every_net_and_setting(tables):
+    runs, _ = tables
+    batch, best = analysis.best_at_reference_batch(runs)
+    summary = analysis.summarize(runs[runs["batch_size"] == batch])
+    table = report.configs_table(summary, best)
+    starred = table[table[""] == "★"]
+    # One star per net and optimizer, the optimizers without a momentum (adam: NaN) included.
+    assert sorted(zip(starred["net"], starred["setting"], strict=True)) == sorted(
+        (net, o) for net in ("net1", "net2") for o in ("adam", "momentum", "sgd")
+    )
+    for _, row in starred.iterrows():
+        chosen = best[(best["net"] == row["net"]) & (best["setting"] == row["setting"])]
+        assert row["lr"] == report._lr_text(chosen["lr"].item())
 
 
 def test_final_metrics_table_values_are_the_summary(tables):
@@ -255,14 +295,8 @@ def test_report_writes_every_figure_and_the_summary(smoke_sweep, tmp_path):
         "## Figures",
     ]:
         assert heading in text
-    table = report.markdown_table(
-        report.final_metrics_table(
-            analysis.best_configs(
-                analysis.summarize(load_runs(smoke_sweep)).query("batch_size == 128")
-            )
-        )
-    )
-    assert table in text
+    _, best = analysis.best_at_reference_batch(load_runs(smoke_sweep))
+    assert report.markdown_table(report.final_metrics_table(best)) in text
     assert "skipped" not in text
 
 
@@ -284,7 +318,7 @@ def test_report_skips_what_the_sweep_cannot_show_and_says_why(tables, tmp_path):
         "summary.md",
     ]
     # The profiles of time to target are left out (nobody reached it), and the figure says so.
-    profile = report.performance_profile_figure(report.profile_tables(one, curves, 0.999), 0.999)
+    profile = report.performance_profile_figure(analysis.profile_tables(one, curves, 0.999), 0.999)
     assert [ax.get_title().splitlines()[0] for ax in profile.get_axes()] == ["final training loss"]
     assert "left out, no optimizer succeeded: iterations to 99.9 %" in profile.get_suptitle()
     text = (tmp_path / "out" / "summary.md").read_text()

@@ -1,0 +1,140 @@
+"""A run's identity is its config: every key that varies in a sweep keeps its runs apart in the
+tables, summaries and labels; runs are seeds of one config only when they differ in the seed
+alone."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from conftest import run_cli
+from harness import analysis, report
+from harness.results import RUNS_TABLE, load_curves, load_runs
+
+SHORT = ["data.train_size=2000", "data.test_size=500", "train.progress=false"]
+
+
+def sweep(tmp_path, name, *overrides):
+    folder = tmp_path / name
+    result = run_cli("-m", *overrides, *SHORT, f"hydra.sweep.dir={folder}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    return folder
+
+
+@pytest.fixture(scope="module")
+def activations_by_decay(tmp_path_factory):
+    """The sweep a new user tried: 2 activations x 2 weight decays, one seed."""
+    return sweep(
+        tmp_path_factory.mktemp("identity"),
+        "sweep",
+        "model=mlp",
+        "model.hidden=[50]",
+        "model.activations=[sigmoid],[relu]",
+        "optimizer=adam",
+        "optimizer.weight_decay=0,0.1",
+        "seed=0",
+        "train.iterations=200",
+        "train.eval_every=100",
+    )
+
+
+@pytest.fixture(scope="module")
+def betas_by_gamma(tmp_path_factory):
+    """A list-valued axis (Adam's betas) by a schedule setting (step decay's gamma), 2 seeds."""
+    return sweep(
+        tmp_path_factory.mktemp("identity"),
+        "sweep",
+        "model=net1",
+        "optimizer=adam",
+        "optimizer.betas=[0.9,0.999],[0.5,0.999]",
+        "schedule=step",
+        "schedule.milestones=[20]",
+        "schedule.gamma=0.1,0.5",
+        "seed=0,1",
+        "train.iterations=40",
+        "train.eval_every=20",
+    )
+
+
+def test_every_axis_of_the_sweep_is_a_config_of_its_own(activations_by_decay):
+    runs = load_runs(activations_by_decay)
+    assert len(runs) == 4 and runs["config_id"].nunique() == 4
+    # A readable column per key that varies, the short columns kept.
+    assert set(runs["model.activations"]) == {"[sigmoid]", "[relu]"}
+    assert set(runs["optimizer.weight_decay"]) == {0, 0.1}
+    assert {"model", "optimizer", "lr", "seed", "hidden"} <= set(runs.columns)
+    assert "model.hidden" not in runs  # the same for every run: not a column
+
+    summary = analysis.summarize(runs)
+    assert len(summary) == 4 and (summary["n_seeds"] == 1).all()
+    assert summary["final_test_accuracy_ci"].isna().all()  # one seed: no interval
+    labels = set(zip(summary["net"], summary["setting"], strict=True))
+    assert labels == {
+        ("mlp: activations=[sigmoid]", "adam: weight_decay=0"),
+        ("mlp: activations=[sigmoid]", "adam: weight_decay=0.1"),
+        ("mlp: activations=[relu]", "adam: weight_decay=0"),
+        ("mlp: activations=[relu]", "adam: weight_decay=0.1"),
+    }
+    # Each summary row is exactly its one run.
+    for _, row in summary.iterrows():
+        run = runs[runs["config_id"] == row["config_id"]]
+        assert row["final_test_accuracy_mean"] == run["final_test_accuracy"].item()
+
+
+def test_labels_of_the_report_name_the_keys_that_vary(activations_by_decay):
+    runs, curves = report.load_sweep(activations_by_decay)
+    fig = report.convergence_figure(runs, curves, "train_loss")
+    titles = sorted(ax.get_title() for ax in fig.get_axes())
+    assert titles == ["mlp: activations=[relu]", "mlp: activations=[sigmoid]"]
+    for ax in fig.get_axes():
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert legend == ["adam: weight_decay=0, lr 0.001", "adam: weight_decay=0.1, lr 0.001"]
+    # Fixed keys are stated once, in the title.
+    assert "200 iterations" in fig.get_suptitle() and "batch 128" in fig.get_suptitle()
+    text = report.summary_markdown(activations_by_decay, runs, curves, 0.5)
+    assert "model.activations, optimizer.weight_decay" in text
+    assert "train.iterations=200" in text
+    table = report.final_metrics_table(analysis.best_at_reference_batch(runs)[1])
+    assert table.index.tolist() == ["mlp: activations=[relu]", "mlp: activations=[sigmoid]"]
+    assert table.columns.tolist() == ["adam: weight_decay=0", "adam: weight_decay=0.1"]
+
+
+def test_a_list_valued_axis_and_a_schedule_setting(betas_by_gamma):
+    runs = load_runs(betas_by_gamma)
+    assert set(runs["optimizer.betas"]) == {"[0.9, 0.999]", "[0.5, 0.999]"}
+    assert set(runs["schedule.gamma"]) == {0.1, 0.5}
+    summary = analysis.summarize(runs)
+    assert len(summary) == 4 and (summary["n_seeds"] == 2).all()
+    assert set(summary["setting"]) == {
+        "adam: betas=[0.9, 0.999], schedule.gamma=0.1",
+        "adam: betas=[0.9, 0.999], schedule.gamma=0.5",
+        "adam: betas=[0.5, 0.999], schedule.gamma=0.1",
+        "adam: betas=[0.5, 0.999], schedule.gamma=0.5",
+    }
+    # Seeds of one config are the runs that differ in the seed alone.
+    for _, group in runs.groupby("config_id"):
+        assert sorted(group["seed"]) == [0, 1]
+        assert group[["optimizer.betas", "schedule.gamma"]].nunique().max() == 1
+    # The learning rates the schedule set differ between gammas after the milestone.
+    curves = load_curves(betas_by_gamma, runs)
+    lr = curves[(curves["metric"] == "lr") & (curves["iteration"] == 40)]
+    assert set(lr.groupby("schedule.gamma")["value"].first().round(8)) == {1e-4, 5e-4}
+    # Best "learning rate" per setting: one per setting, none merged.
+    assert len(analysis.best_configs(summary)) == 4
+
+
+def test_runs_of_several_sweeps_keep_every_key_that_differs(activations_by_decay, betas_by_gamma):
+    runs = load_runs([activations_by_decay, betas_by_gamma])
+    assert len(runs) == 12 and runs["config_id"].nunique() == 8
+    for key in ("model.activations", "optimizer.weight_decay", "optimizer.betas", "schedule.gamma"):
+        assert key in runs
+    # A key one sweep lacks (step decay's gamma) is NaN there, and a value of its own.
+    assert runs["schedule.gamma"].isna().sum() == 4
+    assert len(analysis.summarize(runs)) == 8
+    # The consolidated tables give the same identities as the run folders.
+    assert (betas_by_gamma / RUNS_TABLE).exists()
+    stored = pd.read_parquet(betas_by_gamma / RUNS_TABLE)
+    fresh = load_runs(betas_by_gamma)
+    assert sorted(stored["config_id"]) == sorted(fresh["config_id"])
+    identity = json.loads(stored["config"].iloc[0])
+    assert "seed" not in identity and "data.root" not in identity and "device" not in identity
