@@ -10,6 +10,7 @@ from __future__ import annotations
 import numbers
 
 import torch
+from hydra.utils import get_class
 from omegaconf import DictConfig
 
 from harness.data import NORMALIZATIONS
@@ -18,6 +19,7 @@ from harness.models import INITS, resolve_activations
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 ENGINES = ("single", "stacked", "auto")
+CONSTANT_SCHEDULE = "torch.optim.lr_scheduler.ConstantLR"
 
 
 def _is_int(value: object) -> bool:
@@ -59,6 +61,20 @@ def validate_optimizer(opt: DictConfig) -> None:
             raise ConfigError(f"optimizer.momentum must be in [0, 1), got {momentum}")
     if "weight_decay" in opt and require_number(opt.weight_decay, "optimizer.weight_decay") < 0:
         raise ConfigError(f"optimizer.weight_decay must be >= 0, got {opt.weight_decay}")
+
+
+def validate_schedule(opt: DictConfig, schedule: DictConfig) -> None:
+    """An optimizer that sets its own learning rate (YellowFin) would overwrite a schedule's
+    changes at every step: only the constant schedule goes with it."""
+    try:
+        tuned = getattr(get_class(opt.get("_target_")), "tuned_hyperparameters", ())
+    except Exception:  # an unknown class: instantiating it reports that, with its name
+        return
+    constant = schedule.get("_target_") == CONSTANT_SCHEDULE and schedule.get("factor") == 1.0
+    if "lr" in tuned and not constant:
+        raise ConfigError(
+            f"{opt._target_} sets its own learning rate at every step; use schedule=constant"
+        )
 
 
 def validate_model(model: DictConfig) -> None:
@@ -136,4 +152,5 @@ def validate_run(cfg: DictConfig) -> None:
     validate_train(cfg.train)
     validate_model(cfg.model)
     validate_optimizer(cfg.optimizer)
+    validate_schedule(cfg.optimizer, cfg.schedule)
     validate_data(cfg.data)

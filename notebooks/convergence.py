@@ -44,6 +44,15 @@ report.show(report.convergence_figure, runs, curves, "train_loss")
 report.show(report.convergence_figure, runs, curves, "test_accuracy")
 
 # %% [markdown]
+# ## Learning rate and momentum chosen by self-tuning optimizers
+#
+# YellowFin sets its own learning rate α and momentum μ at every step; they are recorded as the
+# curves `lr` and `momentum`. Skipped when no optimizer of the sweep tunes itself.
+
+# %%
+report.show(report.tuned_hyperparameters_figure, runs, curves)
+
+# %% [markdown]
 # ## The configurations drawn
 #
 # Per net and setting, the best learning rate at the reference batch size; mean and 95 %

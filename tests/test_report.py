@@ -14,6 +14,7 @@ import pytest
 from matplotlib.collections import PolyCollection
 from smoke_sweep import BATCH_64_LR, TARGET
 
+from conftest import SMALL_RUN, compose_config, hydra_context
 from harness import analysis, report
 from harness.results import CURVES_TABLE, RUNS_TABLE, load_curves, load_runs
 
@@ -210,7 +211,9 @@ def optimizer_named(label: str) -> str:
 def test_one_colour_per_optimizer_in_every_figure(tables):
     runs, curves = tables
     figures = report.make_figures(runs, curves, TARGET)
-    assert not [n for n, f in figures.items() if isinstance(f, report.Skipped)]
+    skipped = [n for n, f in figures.items() if isinstance(f, report.Skipped)]
+    assert skipped == ["tuned_hyperparameters"]
+    figures = {n: f for n, f in figures.items() if n not in skipped}
     colours = {}  # optimizer -> the colours it was drawn with, over every figure
     for name, figure in figures.items():
         legends = [ax.get_legend() for ax in figure.get_axes() if ax.get_legend()]
@@ -282,7 +285,9 @@ def test_report_writes_every_figure_and_the_summary(smoke_sweep, tmp_path):
     out = tmp_path / "report"
     report.main([str(smoke_sweep), "--out", str(out), "--target", str(TARGET)])
     names = sorted(p.name for p in out.iterdir())
-    expected = sorted(f"{n}.{ext}" for n in report.FIGURES for ext in ("png", "svg"))
+    # The smoke sweep has no self-tuning optimizer (see test_tuned_hyperparameters_figure).
+    drawn = [n for n in report.FIGURES if n != "tuned_hyperparameters"]
+    expected = sorted(f"{n}.{ext}" for n in drawn for ext in ("png", "svg"))
     assert names == sorted([*expected, "summary.md"])
     for path in out.glob("*.png"):
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -297,7 +302,10 @@ def test_report_writes_every_figure_and_the_summary(smoke_sweep, tmp_path):
         assert heading in text
     _, best = analysis.best_at_reference_batch(load_runs(smoke_sweep))
     assert report.markdown_table(report.final_metrics_table(best)) in text
-    assert "skipped" not in text
+    assert [line for line in text.splitlines() if "skipped" in line] == [
+        "* skipped: learning rate and momentum chosen by self-tuning optimizers: no optimizer "
+        "in the sweep tunes its own learning rate and momentum"
+    ]
 
 
 def test_report_skips_what_the_sweep_cannot_show_and_says_why(tables, tmp_path):
@@ -306,7 +314,12 @@ def test_report_skips_what_the_sweep_cannot_show_and_says_why(tables, tmp_path):
     one = runs[(runs["batch_size"] == 128) & (runs["lr"] == runs["optimizer"].map(BATCH_64_LR))]
     sweep = write_sweep(tmp_path / "one-lr", one, curves)
     result = report.write_report(sweep, tmp_path / "out", target=0.999, formats=("png",))
-    assert set(result.skipped) == {"lr_sensitivity", "batch_size", "time_to_target"}
+    assert set(result.skipped) == {
+        "lr_sensitivity",
+        "batch_size",
+        "time_to_target",
+        "tuned_hyperparameters",
+    }
     assert "single learning rate" in result.skipped["lr_sensitivity"]
     assert "single batch size" in result.skipped["batch_size"]
     assert "99.9 %" in result.skipped["time_to_target"]
@@ -369,3 +382,28 @@ def test_bad_input_is_one_line_on_stderr_and_exit_status_2(tmp_path, capsys, cas
     assert err.count("\n") == 1 and err.startswith("harness-report: error: "), err
     assert message in err
     assert not list(tmp_path.rglob("summary.md"))
+
+
+def test_tuned_hyperparameters_figure_draws_what_yellowfin_chose(tmp_path, mnist_dir):
+    from harness.run import execute
+
+    with hydra_context():
+        for seed in (0, 1):
+            cfg = compose_config(
+                [f"data.root={mnist_dir}", "model=net1", "optimizer=yellowfin", f"seed={seed}"]
+                + [*SMALL_RUN, "train.progress=false", "threads=1"]
+            )
+            choices = {"model": "net1", "optimizer": "yellowfin", "schedule": "constant"}
+            execute(cfg, tmp_path / f"yellowfin-{seed}", choices)
+    runs, curves = report.load_sweep(tmp_path)
+    fig = report.tuned_hyperparameters_figure(runs, curves)
+    lr_ax, momentum_ax = fig.get_axes()
+    assert lr_ax.get_yscale() == "log" and momentum_ax.get_ylabel() == "momentum μ"
+    for ax, metric in ((lr_ax, "lr"), (momentum_ax, "momentum")):
+        seeds = curves[curves["metric"] == metric].pivot_table(
+            index="iteration", columns="seed", values="value"
+        )
+        assert seeds.shape[1] == 2 and seeds.iloc[:, 0].nunique() > 3  # tuned: it moves
+        (line,) = lines_by_color(ax)["yellowfin"]
+        np.testing.assert_array_equal(line.get_xdata(), seeds.index)
+        np.testing.assert_allclose(line.get_ydata(), seeds.mean(axis=1))

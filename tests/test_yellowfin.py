@@ -10,7 +10,7 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from conftest import SMALL_RUN, compose_config
+from conftest import SMALL_RUN, compose_config, run_cli
 from harness.engine import logged_hyperparameters
 from harness.optimizers.yellowfin import YellowFin, cubic_root, single_step
 from harness.run import execute
@@ -245,3 +245,16 @@ def test_config_selects_it_with_every_hyperparameter_overridable():
         "stat_protect_fac",
         "weight_decay",
     }
+
+
+@pytest.mark.parametrize("schedule", ["step", "cosine", "exponential"])
+def test_a_learning_rate_schedule_is_refused_with_one_line(tmp_path, schedule):
+    result = run_cli(
+        "optimizer=yellowfin", f"schedule={schedule}", *SMALL_RUN, cwd=tmp_path, timeout=120
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "harness-train: error: harness.optimizers.yellowfin.YellowFin sets its own learning "
+        "rate at every step; use schedule=constant"
+    )
+    assert not list(tmp_path.rglob("run.json"))
