@@ -11,10 +11,11 @@ configs (the best learning rate of each optimizer, the fastest config to a targe
 are configs with the *tuned* keys left out, so any other key that varies (activations, weight
 decay, betas, schedule settings, data sizes, ...) keeps its configs apart.
 
-Labels: a *net* is the model with the `model.*` keys that differ between runs of one model
-choice (the course's net1-3 need none); a *setting* is the optimizer with every other key that
-tells configs apart beyond their choice names, the learning rate left out (it is shown on its
-own). The keys that do not vary are stated once, by `fixed_settings`.
+Labels: a *net* is the model with its hidden layers where they differ between runs of one
+model choice (the course's net1-3 need none); a *setting* is the optimizer with every other key
+that tells configs apart beyond their choice names (activations, weight decay, ...), the
+learning rate left out (it is shown on its own). The keys that do not vary are stated once,
+by `fixed_settings`.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ LR_KEY, MOMENTUM_KEY, BATCH_KEY, HIDDEN_KEY = (
     "train.batch_size",
     "model.hidden",
 )
+# The keys that make a net (a panel of the figures): its shape.
+NET_KEYS = (HIDDEN_KEY,)
 # Short column of a config key, where there is one: also its name in labels.
 SHORT_COLUMNS = {
     LR_KEY: "lr",
@@ -126,16 +129,17 @@ def _joined(name: pd.Series, details: pd.Series, separator: str) -> pd.Series:
 
 
 def net_labels(frame: pd.DataFrame) -> pd.Series:
-    """A net's name: the model, with the `model.*` keys that differ between runs of that model
-    ('mlp: hidden=[100, 100], activations=[relu]')."""
-    keys = [k for k in label_keys(frame) if k.startswith("model.")]
+    """A net's name: the model, with its hidden layers when they differ between runs of that
+    model ('mlp: hidden=[100, 100]'). Other model keys (activations, initialisation) are part
+    of the setting: curves of one shape of net are compared in one panel."""
+    keys = [k for k in label_keys(frame) if k in NET_KEYS]
     return _joined(frame["model"].astype(str), _describe(frame, keys, "model."), ": ")
 
 
 def setting_labels(frame: pd.DataFrame, without: Sequence[str] = (LR_KEY,)) -> pd.Series:
     """A setting's name: the optimizer with every other key that tells configs apart (not the
-    net's keys, nor `without`): 'adam: weight_decay=0.1, train.iterations=500'."""
-    keys = label_keys(frame, without=("model.", *without))
+    net's keys, nor `without`): 'adam: weight_decay=0.1, model.activations=[relu]'."""
+    keys = label_keys(frame, without=(*NET_KEYS, *without))
     optimizer_keys = [k for k in keys if k.startswith("optimizer.")]
     other = [k for k in keys if not k.startswith("optimizer.")]
     details = _describe(frame, [*optimizer_keys, *other], "optimizer.")
@@ -434,7 +438,7 @@ def profile_costs(table: pd.DataFrame, cost: str, solver: str = "optimizer") -> 
     better, pass a cost column that turns it around (for example the error rate 1 - accuracy).
 
     The index names each problem: the net, then the other keys that vary between problems."""
-    problem_keys = label_keys(table, without=("optimizer.", "model."))
+    problem_keys = label_keys(table, without=("optimizer.", *NET_KEYS))
     problems = _joined(net_labels(table), _describe(table, problem_keys, ""), ", ")
     costs = table.assign(_cost=table[cost].astype(float).fillna(math.inf), problem=problems)
     matrix = costs.pivot_table(
