@@ -281,8 +281,7 @@ def best_at_reference_batch(
     batch size (or `batch_size`), as the convergence figures, the final-metrics tables and the
     notebooks show them."""
     batch_size = batch_size or reference_batch_size(runs)
-    summary = summarize(runs[runs["batch_size"] == batch_size])
-    return batch_size, best_configs(summary, by=by)
+    return batch_size, lr_table(runs, batch_size, by)[1]
 
 
 def runs_of(runs: pd.DataFrame, configs: pd.DataFrame) -> pd.DataFrame:
@@ -417,7 +416,7 @@ def lr_table(
     runs: pd.DataFrame, batch_size: int, by: str = "final_test_accuracy"
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """At `batch_size`: the summary of every config (one point per learning rate of each
-    setting), and the best learning rate of each setting. Returns (per_lr, best)."""
+    setting), and the best learning rate of each setting (by `by`). Returns (per_lr, best)."""
     summary = summarize(runs[runs["batch_size"] == batch_size])
     return summary, best_configs(summary, by=by)
 
