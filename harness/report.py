@@ -12,6 +12,7 @@ and learning rates, legends outside the axes.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import zlib
@@ -561,21 +562,31 @@ def lr_sensitivity_figure(
     return fig
 
 
+def _axis_scale(ax, xs: Sequence[float], key: str) -> None:
+    """Batch sizes on a log2 axis ticked at the sizes run; other keys linear, ticked at their
+    values when there are few."""
+    if key == analysis.BATCH_KEY:
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(xs, [str(int(x)) for x in xs])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    elif len(xs) <= 8:
+        ax.set_xticks(xs, [f"{x:g}" for x in xs])
+
+
+AXIS_LABELS = {
+    analysis.BATCH_KEY: "batch size (examples per step, log scale)",
+    analysis.MOMENTUM_KEY: "momentum μ",
+}
+
+
 @_styled
-def batch_size_figure(
-    runs: pd.DataFrame,
-    metrics: Sequence[str] = ("final_test_accuracy", "train_time_s"),
-    by: str = "final_test_accuracy",
-) -> Figure:
-    """Final test accuracy and training time against the batch size (log2 x), one panel per net
-    and metric, one line per setting (each optimizer, and any other key that varies) at its
-    best learning rate for each batch size; mean over seeds with min-max error bars."""
-    sizes = sorted(runs["batch_size"].unique())
-    if len(sizes) < 2:
-        raise Skipped(f"the sweep has a single batch size ({sizes[0]}): no batch-size axis")
-    table = analysis.batch_size_table(runs, by)
-    # A line joins the batch sizes of one setting: its label leaves the batch size out.
-    table = table.assign(line=analysis.setting_labels(table, (analysis.LR_KEY, analysis.BATCH_KEY)))
+def axis_figure(table: pd.DataFrame, key: str, metrics: Sequence[str], title: str) -> Figure:
+    """`metrics` against the config key `key`: one panel per net and metric, one line per
+    setting (table from analysis.along: columns x, line, <metric>_mean/_min/_max); mean over
+    seeds with min-max error bars; a failed point (infinite cost) is left out."""
+    xs = sorted(table["x"].dropna().unique())
+    if len(xs) < 2:
+        raise Skipped(f"the sweep has a single value of {key}: no axis to draw")
     nets = net_order(table)
     styles = setting_styles(table, "line")
     fig, axes = _figure(len(nets), len(metrics), sharex="col")
@@ -585,27 +596,124 @@ def batch_size_figure(
             ax = axes[row, col]
             k = scale(metric)
             for line in setting_order(panel, "line"):
-                points = panel[panel["line"] == line].sort_values("batch_size")
+                points = panel[panel["line"] == line].sort_values("x")
+                points = points[np.isfinite(points[f"{metric}_mean"].astype(float))]
                 mean = points[f"{metric}_mean"] * k
                 err = [mean - points[f"{metric}_min"] * k, points[f"{metric}_max"] * k - mean]
-                ax.errorbar(
-                    points["batch_size"], mean, yerr=err, ms=4, lw=1.4, capsize=3, **styles[line]
-                )
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(sizes, [str(s) for s in sizes])
-            ax.xaxis.set_minor_formatter(NullFormatter())
+                ax.errorbar(points["x"], mean, yerr=err, ms=4, lw=1.4, capsize=3, **styles[line])
+            _axis_scale(ax, xs, key)
             if row == 0:
                 ax.set_title(net_title(table, net))
             if row == len(metrics) - 1:
-                ax.set_xlabel("batch size (examples per step, log scale)")
+                ax.set_xlabel(AXIS_LABELS.get(key, key))
             if col == 0:
-                ax.set_ylabel(METRIC_LABELS.get(metric, metric))
+                label = METRIC_LABELS.get(metric, TARGET_LABELS.get(metric, metric))
+                ax.set_ylabel(label)
     _legend_of_settings(fig, styles)
-    iterations = sorted(runs["iterations"].unique())
-    length = f"{iterations[0]:,} iterations" if len(iterations) == 1 else "iterations vary"
     fig.suptitle(
-        f"Batch size: each setting at its best learning rate per batch size ({length})\n"
-        f"mean over {_seeds_text(table['n_seeds'])}, error bars: min-max over seeds"
+        f"{title}\nmean over {_seeds_text(table['n_seeds'])}, error bars: min-max over seeds"
+    )
+    return fig
+
+
+def _length_text(runs: pd.DataFrame) -> str:
+    iterations = sorted(runs["iterations"].unique())
+    return f"{iterations[0]:,} iterations" if len(iterations) == 1 else "iterations vary"
+
+
+def batch_size_figure(
+    runs: pd.DataFrame,
+    metrics: Sequence[str] = ("final_test_accuracy", "train_time_s"),
+    by: str = "final_test_accuracy",
+) -> Figure:
+    """Final test accuracy and training time against the batch size (log2 x), one panel per net
+    and metric, one line per setting (each optimizer, and any other key that varies: the
+    budget, the learning-rate scaling rule, ...) at its best learning rate for each batch size;
+    mean over seeds with min-max error bars."""
+    sizes = sorted(runs["batch_size"].unique())
+    if len(sizes) < 2:
+        raise Skipped(f"the sweep has a single batch size ({sizes[0]}): no batch-size axis")
+    return axis_figure(
+        analysis.batch_size_table(runs, by),
+        analysis.BATCH_KEY,
+        metrics,
+        f"Batch size: each setting at its best learning rate per batch size ({_length_text(runs)})",
+    )
+
+
+def key_figure(
+    runs: pd.DataFrame,
+    key: str,
+    metrics: Sequence[str] = ("final_test_accuracy", "best_test_accuracy"),
+    by: str = "final_test_accuracy",
+) -> Figure:
+    """Final and best test accuracy against any numeric config key the sweep varies (momentum,
+    weight decay, ...), each setting at its best learning rate for each value."""
+    return axis_figure(
+        analysis.axis_table(runs, key, by),
+        key,
+        metrics,
+        f"{AXIS_LABELS.get(key, key).split(' (')[0]}: each setting at its best learning rate "
+        f"per value ({_length_text(runs)})",
+    )
+
+
+def time_to_target_by_batch_figure(
+    target_summary: pd.DataFrame,
+    target: float,
+    measures: Sequence[str] = ("iterations_to_target", "seconds_to_target"),
+) -> Figure:
+    """Iterations and training seconds to `target` test accuracy against the batch size, each
+    setting at its fastest learning rate per batch size; batch sizes where no learning rate got
+    there with every seed are left out of the line."""
+    if target_summary.empty or target_summary["batch_size"].nunique() < 2:
+        raise Skipped("the sweep has a single batch size: no batch-size axis")
+    if target_summary["n_reached"].sum() == 0:
+        raise Skipped(f"no run reached {percent(target)} test accuracy")
+    table = analysis.fastest_along(target_summary, analysis.BATCH_KEY, measures)
+    return axis_figure(
+        table,
+        analysis.BATCH_KEY,
+        measures,
+        f"Time to {percent(target)} test accuracy against the batch size, each setting at its "
+        "fastest learning rate per batch size",
+    )
+
+
+@_styled
+def effective_step_figure(runs: pd.DataFrame, metric: str = "final_test_accuracy") -> Figure:
+    """Momentum and learning rate together: `metric` against the effective step lr / (1 - μ)
+    (log x), one panel per net, one line per setting and momentum (every learning rate, mean
+    over seeds with min-max error bars). Lines that fall on one curve say that only the
+    effective step matters."""
+    table = analysis.effective_steps(runs)
+    per_line = table.groupby(["net", "line"])["momentum"].nunique()
+    if table.empty or per_line.max() < 2 or table["lr"].nunique() < 2:
+        raise Skipped("the sweep does not vary both the momentum and the learning rate")
+    nets = net_order(table)
+    table = table.assign(curve=table["line"] + ", μ=" + table["momentum"].map("{:g}".format))
+    styles = setting_styles(table, "curve")
+    fig, axes = _figure(len(nets))
+    k = scale(metric)
+    for ax, net in zip(axes[0], nets, strict=True):
+        panel = table[table["net"] == net]
+        for curve in setting_order(panel, "curve"):
+            points = panel[(panel["curve"] == curve) & (panel["n_diverged"] == 0)]
+            points = points.sort_values("effective_step")
+            mean = points[f"{metric}_mean"] * k
+            err = [mean - points[f"{metric}_min"] * k, points[f"{metric}_max"] * k - mean]
+            ax.errorbar(
+                points["effective_step"], mean, yerr=err, ms=4, lw=1.2, capsize=2, **styles[curve]
+            )
+        ax.set_xscale("log")
+        ax.set_title(net_title(table, net))
+        ax.set_xlabel("effective step lr / (1 - μ) (log scale)")
+    axes[0, 0].set_ylabel(METRIC_LABELS.get(metric, metric))
+    _legend_of_settings(fig, styles)
+    fig.suptitle(
+        f"{METRIC_LABELS.get(metric, metric).split(' (')[0].capitalize()} against the effective "
+        f"step ({_length_text(runs)}); diverged configs left out\nmean over "
+        f"{_seeds_text(table['n_seeds'])}, error bars: min-max over seeds"
     )
     return fig
 
@@ -885,10 +993,17 @@ FIGURES = {
     "convergence_test_accuracy": "test accuracy against iterations",
     "lr_sensitivity": "final metrics against the learning rate",
     "batch_size": "test accuracy and training time against the batch size",
+    "time_to_target_by_batch": "iterations and seconds to the target against the batch size",
+    "effective_step": "test accuracy against the effective step lr / (1 - momentum)",
     "time_to_target": "iterations and seconds to the target test accuracy",
     "performance_profile": "performance profiles",
     "tuned_hyperparameters": "learning rate and momentum chosen by self-tuning optimizers",
 }
+
+
+def figure_title(name: str) -> str:
+    """What a figure of the report shows (a config key's figure is named by the key)."""
+    return FIGURES.get(name, f"final and best test accuracy against {name}")
 
 
 def make_figures(
@@ -901,12 +1016,18 @@ def make_figures(
         "convergence_test_accuracy": lambda: convergence_figure(runs, curves, "test_accuracy"),
         "lr_sensitivity": lambda: lr_sensitivity_figure(runs),
         "batch_size": lambda: batch_size_figure(runs),
+        "time_to_target_by_batch": lambda: time_to_target_by_batch_figure(target_summary, target),
+        "effective_step": lambda: effective_step_figure(runs),
         "time_to_target": lambda: time_to_target_figure(target_summary, target),
         "performance_profile": lambda: performance_profile_figure(
             analysis.profile_tables(runs, curves, target), target
         ),
         "tuned_hyperparameters": lambda: tuned_hyperparameters_figure(runs, curves),
     }
+    # Any other numeric key the sweep varies (momentum, weight decay, ...) gets a figure too.
+    for key in analysis.swept_keys(runs):
+        if key != analysis.BATCH_KEY:
+            makers[key] = functools.partial(key_figure, runs, key)
     figures = {}
     for name, make in makers.items():
         try:
@@ -1032,9 +1153,9 @@ def summary_markdown(
             parts.append("No optimizer solved any problem.")
     if figures is not None:
         parts += ["", "## Figures", ""]
-        parts += [f"* [{FIGURES.get(n, n)}]({path})" for n, path in figures.items()]
+        parts += [f"* [{figure_title(n)}]({path})" for n, path in figures.items()]
         for name, why in (skipped or {}).items():
-            parts.append(f"* skipped: {FIGURES.get(name, name)}: {why}")
+            parts.append(f"* skipped: {figure_title(name)}: {why}")
     return "\n".join(parts) + "\n"
 
 

@@ -1,6 +1,7 @@
 """harness.report: the figures draw the analysis tables (checked on the plotted data itself),
 the Markdown summary holds them, and harness-report writes it all or fails in one line."""
 
+import itertools
 import os
 import re
 import subprocess
@@ -212,7 +213,7 @@ def test_one_colour_per_optimizer_in_every_figure(tables):
     runs, curves = tables
     figures = report.make_figures(runs, curves, TARGET)
     skipped = [n for n, f in figures.items() if isinstance(f, report.Skipped)]
-    assert skipped == ["tuned_hyperparameters"]
+    assert skipped == ["effective_step", "tuned_hyperparameters"]
     figures = {n: f for n, f in figures.items() if n not in skipped}
     colours = {}  # optimizer -> the colours it was drawn with, over every figure
     for name, figure in figures.items():
@@ -285,8 +286,9 @@ def test_report_writes_every_figure_and_the_summary(smoke_sweep, tmp_path):
     out = tmp_path / "report"
     report.main([str(smoke_sweep), "--out", str(out), "--target", str(TARGET)])
     names = sorted(p.name for p in out.iterdir())
-    # The smoke sweep has no self-tuning optimizer (see test_tuned_hyperparameters_figure).
-    drawn = [n for n in report.FIGURES if n != "tuned_hyperparameters"]
+    # The smoke sweep has no self-tuning optimizer (see test_tuned_hyperparameters_figure) and
+    # one momentum.
+    drawn = [n for n in report.FIGURES if n not in ("tuned_hyperparameters", "effective_step")]
     expected = sorted(f"{n}.{ext}" for n in drawn for ext in ("png", "svg"))
     assert names == sorted([*expected, "summary.md"])
     for path in out.glob("*.png"):
@@ -303,8 +305,10 @@ def test_report_writes_every_figure_and_the_summary(smoke_sweep, tmp_path):
     _, best = analysis.best_at_reference_batch(load_runs(smoke_sweep))
     assert report.markdown_table(report.final_metrics_table(best)) in text
     assert [line for line in text.splitlines() if "skipped" in line] == [
+        "* skipped: test accuracy against the effective step lr / (1 - momentum): the sweep "
+        "does not vary both the momentum and the learning rate",
         "* skipped: learning rate and momentum chosen by self-tuning optimizers: no optimizer "
-        "in the sweep tunes its own learning rate and momentum"
+        "in the sweep tunes its own learning rate and momentum",
     ]
 
 
@@ -317,6 +321,8 @@ def test_report_skips_what_the_sweep_cannot_show_and_says_why(tables, tmp_path):
     assert set(result.skipped) == {
         "lr_sensitivity",
         "batch_size",
+        "time_to_target_by_batch",
+        "effective_step",
         "time_to_target",
         "tuned_hyperparameters",
     }
@@ -407,3 +413,82 @@ def test_tuned_hyperparameters_figure_draws_what_yellowfin_chose(tmp_path, mnist
         (line,) = lines_by_color(ax)["yellowfin"]
         np.testing.assert_array_equal(line.get_xdata(), seeds.index)
         np.testing.assert_allclose(line.get_ydata(), seeds.mean(axis=1))
+
+
+def test_time_to_target_by_batch_is_the_fastest_learning_rate_per_batch_size(tables):
+    runs, curves = tables
+    ts = analysis.summarize_time_to_target(analysis.time_to_target(curves, TARGET))
+    fig = report.time_to_target_by_batch_figure(ts, TARGET)
+    axes = np.array(fig.get_axes()).reshape(2, 2)
+    table = analysis.fastest_along(ts, analysis.BATCH_KEY)
+    checked = 0
+    for row, measure in enumerate(["iterations_to_target", "seconds_to_target"]):
+        fastest = analysis.fastest_configs(ts, measure)
+        for col, net in enumerate(["net1", "net2"]):
+            for optimizer, lines in lines_by_color(axes[row, col]).items():
+                (line,) = [li for li in lines if li.get_marker() == "o"]
+                expected = table[(table["net"] == net) & (table["optimizer"] == optimizer)]
+                expected = expected[np.isfinite(expected[f"{measure}_mean"])].sort_values("x")
+                x, y = xy(line)
+                np.testing.assert_allclose(x, expected["x"])
+                np.testing.assert_allclose(y, expected[f"{measure}_mean"])
+                for batch, value in zip(x, y, strict=True):  # each its own fastest config
+                    own = fastest[
+                        (fastest["net"] == net)
+                        & (fastest["optimizer"] == optimizer)
+                        & (fastest["batch_size"] == batch)
+                    ]
+                    assert own[f"{measure}_mean"].item() == pytest.approx(value)
+                    checked += 1
+    assert checked > 4
+
+
+@pytest.fixture(scope="module")
+def momentum_sweep(tmp_path_factory, mnist_dir):
+    """Classical and Nesterov momentum at two momentum values and two learning rates, 2 seeds."""
+    from harness.run import execute
+
+    folder = tmp_path_factory.mktemp("momentum")
+    with hydra_context():
+        for nesterov, momentum, lr, seed in itertools.product(
+            ("false", "true"), (0.5, 0.9), (0.01, 0.1), (0, 1)
+        ):
+            overrides = [
+                f"optimizer.nesterov={nesterov}",
+                f"optimizer.momentum={momentum}",
+                f"optimizer.lr={lr}",
+                f"seed={seed}",
+            ]
+            cfg = compose_config(
+                [f"data.root={mnist_dir}", "model=net1", "optimizer=momentum", *overrides]
+                + [*SMALL_RUN, "train.progress=false", "threads=1"]
+            )
+            choices = {"model": "net1", "optimizer": "momentum", "schedule": "constant"}
+            execute(cfg, folder / ",".join(overrides), choices)
+    return folder
+
+
+def test_momentum_axis_and_effective_step_figures(momentum_sweep):
+    runs, curves = report.load_sweep(momentum_sweep)
+    assert analysis.swept_keys(runs) == ["optimizer.momentum"]  # nesterov: a label, not an axis
+    figures = report.make_figures(runs, curves, 0.5)
+    assert not isinstance(figures["optimizer.momentum"], report.Skipped)
+    assert not isinstance(figures["effective_step"], report.Skipped)
+    # Accuracy against momentum: one line per kind of momentum, each value at its best lr.
+    table = analysis.axis_table(runs, analysis.MOMENTUM_KEY)
+    accuracy_ax = figures["optimizer.momentum"].get_axes()[0]
+    legend = [t.get_text() for t in figures["optimizer.momentum"].legends[0].get_texts()]
+    assert legend == ["momentum: nesterov=False", "momentum: nesterov=True"]
+    lines = [li for li in accuracy_ax.get_lines() if li.get_marker() in ("o", "s")]
+    assert len(lines) == 2
+    for line, name in zip(lines, legend, strict=True):
+        expected = table[table["line"] == name].sort_values("x")
+        assert expected["x"].tolist() == [0.5, 0.9]
+        np.testing.assert_allclose(xy(line)[1], expected["final_test_accuracy_mean"] * 100)
+    # Effective step: every (lr, momentum) config at lr / (1 - momentum).
+    steps = analysis.effective_steps(runs)
+    assert len(steps) == 8
+    ax = figures["effective_step"].get_axes()[0]
+    drawn = sorted(x for li in ax.get_lines() for x in li.get_xdata() if li.get_marker() != "_")
+    assert drawn == pytest.approx(sorted(steps["effective_step"]))
+    assert sorted(set(np.round(drawn, 6))) == [0.02, 0.1, 0.2, 1.0]
