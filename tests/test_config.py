@@ -7,6 +7,7 @@ import torch
 from hydra.utils import instantiate
 
 from conftest import CONF_DIR, compose_config, hydra_context
+from harness.errors import ConfigError
 from harness.run import build_optimizer
 from harness.validate import validate_run
 
@@ -66,6 +67,11 @@ def test_every_model_optimizer_schedule_composes_and_builds():
             overrides = [f"model={model}", f"optimizer={optimizer}", f"schedule={schedule}"]
             cfg = compose_config(overrides, return_hydra_config=True)
             assert cfg.hydra.runtime.choices.optimizer == optimizer  # names the run in tables
+            if optimizer == "yellowfin" and schedule != "constant":
+                # It sets its own learning rate: a schedule is refused (test_yellowfin.py).
+                with pytest.raises(ConfigError, match="use schedule=constant"):
+                    validate_run(cfg)
+                continue
             validate_run(cfg)
             # The models are built in their own test; a small layer keeps this product fast.
             net = torch.nn.Linear(3, 2)
@@ -120,3 +126,23 @@ def test_data_root_defaults_to_environment(monkeypatch):
     assert compose_config([]).data.root == "/somewhere/mnist"
     monkeypatch.delenv("HARNESS_DATA_ROOT")
     assert compose_config([]).data.root == "data"
+
+
+@pytest.mark.parametrize(
+    "rule,batch,factor", [("none", 512, 1.0), ("linear", 512, 4.0), ("sqrt", 512, 2.0)]
+)
+def test_batch_size_study_scales_the_learning_rate_by_its_rule(rule, batch, factor):
+    with hydra_context():
+        overrides = ["experiment=batch_size", "optimizer=adam", f"train.batch_size={batch}"]
+        cfg = compose_config([*overrides, f"study.lr_scaling={rule}"])
+        assert cfg.optimizer.lr == pytest.approx(0.003 * factor)
+        # Equal epochs: 10 passes whatever the batch; about 20 evaluations per run.
+        assert cfg.train.epochs == 10 and cfg.train.iterations is None
+        assert cfg.train.eval_every == 60
+        steps = compose_config([*overrides, "study.budget=steps"])
+        assert steps.train.iterations == 4690 and steps.train.epochs is None
+
+
+def test_an_unknown_scaling_rule_is_named_in_the_error():
+    with hydra_context(), pytest.raises(Exception, match="lr scaling rule must be one of"):
+        compose_config(["experiment=batch_size", "study.lr_scaling=cubic"]).optimizer.lr
