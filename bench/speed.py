@@ -36,7 +36,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from harness import run as run_module
 from harness.data import load_mnist
-from harness.stacked import execute_jobs, model_flops, train_stack
+from harness.launcher import execute_jobs, model_flops
+from harness.stacked import train_stack
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_ROOT = os.environ.get("HARNESS_DATA_ROOT", str(REPO.parent / "shared" / "data" / "mnist"))
@@ -205,7 +206,7 @@ def bench_net(args, net: str, peak: float, x: torch.Tensor, y: torch.Tensor) -> 
     one_process = train_stack(runs)[0].train_time_s / n
     with tempfile.TemporaryDirectory() as tmp:
         jobs = [(stacked(c), Path(tmp) / str(i), {}) for i, c in enumerate(cfgs)]
-        records = execute_jobs(jobs, workers=args.workers)
+        records = execute_jobs(jobs, workers=args.workers, use_workers=True)
     workers = max(r["train_time_s"] for r in records) / n
     rows = {}
     for label, seconds in (
@@ -225,10 +226,7 @@ def course(args) -> list[tuple[str, float, int]]:
     experiment=course, one seed: 27 runs of 20,000 iterations with their evaluations), with each
     engine; returns (engine, seconds, runs finished)."""
     commands = [
-        (
-            "stacked engine (hydra/launcher=stacked)",
-            ["hydra/launcher=stacked", "train.engine=stacked"],
-        ),
+        ("stacked engine (the default)", []),
         ("single-run engine (hydra/launcher=parallel)", ["hydra/launcher=parallel"]),
     ]
     if args.course_stacked_only:

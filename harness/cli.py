@@ -13,13 +13,12 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException, MissingConfigException
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from harness.errors import HarnessError, exit_with_error
-from harness.launcher import defer
 from harness.results import RUN_FILE, collect
-from harness.sweep import already_finished
+from harness.sweep import already_finished, discard_invocation, log_progress
 
 log = logging.getLogger("harness")
 # The repository's conf/ folder (the package is installed in editable mode from the repository).
@@ -46,23 +45,24 @@ def _discard_unfinished(run_dir: Path) -> None:
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def _train_app(cfg: DictConfig) -> None:
-    from harness.run import execute  # torch import deferred: --help and config errors stay fast
+    """One run: a single run, or a job of a sweep run by a launcher other than the stacked one
+    (which trains its jobs itself)."""
+    # torch imported here, not at the top: --help and config errors stay fast
+    from harness.launcher import requested_engine
+    from harness.run import execute
 
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     try:
         if hydra_cfg.mode == RunMode.MULTIRUN:
-            done = already_finished(cfg, Path(hydra_cfg.sweep.dir), run_dir)
+            log_progress(hydra_cfg)
+            config = OmegaConf.to_container(cfg, resolve=True)
+            done = already_finished(config, Path(hydra_cfg.sweep.dir), run_dir)
             if done is not None:
                 log.info("skipped: this config already finished in %s", done)
                 return
-        if defer(cfg, run_dir, hydra_cfg.runtime.choices):  # the stacked launcher trains it later
-            return
-        if cfg.train.engine == "stacked":
-            log.warning(
-                "train.engine=stacked takes effect with -m hydra/launcher=stacked; "
-                "this run trains with the single-run engine"
-            )
+            if requested_engine(cfg) == "stacked":
+                log.info("train.engine=stacked: only hydra/launcher=stacked stacks runs")
         execute(cfg, run_dir, dict(hydra_cfg.runtime.choices))
     except HarnessError as exc:
         _discard_unfinished(run_dir)
@@ -76,9 +76,11 @@ def train() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
         _train_app()
-    except HarnessError as exc:  # raised outside a job: by the stacked launcher's training
+    except HarnessError as exc:  # raised outside a job: by the stacked launcher
+        discard_invocation()
         exit_with_error("harness-train", str(exc))
     except (HydraException, OmegaConfBaseException) as exc:
+        discard_invocation()
         exit_with_error("harness-train", _config_error_message(exc))
 
 

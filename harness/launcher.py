@@ -1,65 +1,225 @@
-"""Sweeps through the stacked engine: the jobs of a Hydra sweep are collected instead of run
-one by one, grouped by what they share, and each group is trained as one stacked model.
+"""Running a sweep's jobs: which engine trains each job, and where.
 
-The Hydra side is `hydra_plugins.harness_launcher.StackedLauncher` (`hydra/launcher=stacked`):
-it runs every job through Hydra's own `run_job` (output folders, saved configs, callbacks and
-the app's resume check all stay as in any sweep), inside `deferring()`, where the app hands
-stacked-engine jobs to `defer()` instead of training them. The launcher then calls
-`train_deferred`, which hands them to harness.stacked.execute_jobs (grouping, worker processes).
+`execute_jobs` is what the stacked Hydra launcher (hydra_plugins.harness_launcher, the default
+launcher of `harness-train -m`) calls with the jobs of a sweep that are left to train.
+
+* `requested_engine` is the one place `train.engine` is read. `auto` (the default) and `stacked`
+  train the runs that group (harness.stacked.group_key) as one stacked model; `auto` trains a run
+  alone in its group with the single-run engine, `stacked` as a stack of one. `single` trains
+  every run by itself with the single-run engine, one after another in this process. A run that
+  cannot stack (harness.stacked.refusal) trains with the single-run engine; the log says why.
+* Small sweeps train in this process. Worker processes cost seconds to start (each imports
+  torch), so they start only when the estimated work (`estimated_work`) of a sweep reaches
+  WORKER_THRESHOLD, measured with bench/worker_threshold.py. Then each group is split into one
+  sub-stack per worker (`plan`); the workers are single-threaded, one per core, and receive the
+  data sets as shared-memory tensors instead of parsing MNIST again. On a GPU everything trains
+  in this process.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import concurrent.futures
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+import torch
+import torch.multiprocessing
+from omegaconf import DictConfig
+
+from harness import run as run_module
+from harness.data import TensorData
+from harness.stacked import execute_group, group_key, refusal
+
+log = logging.getLogger(__name__)
+
+Job = tuple[DictConfig, Path, dict[str, str]]  # (resolved config, run folder, config-group choices)
+
+# Estimated work (see `estimated_work`) from which a sweep trains in worker processes: below it,
+# starting them (~2-4 s here: a Python process importing torch, per core) costs more than the
+# second core gives back. Measured with bench/worker_threshold.py on the project's 2-core
+# machine; see the README's Speed section.
+WORKER_THRESHOLD = 2e12
+# Per model and step, the optimizer update and Python's own work, counted as FLOPs (measured:
+# a step of net1, 4 MFLOP of arithmetic, costs about as much as 9 MFLOP).
+STEP_OVERHEAD_FLOPS = 5e6
+MNIST_TRAIN_SIZE = 60_000
+
+
+def requested_engine(cfg: DictConfig) -> str:
+    """The engine a run asks for: train.engine, one of single, stacked, auto."""
+    return cfg.train.engine
+
+
+def model_flops(cfg: DictConfig, in_features: int = 784, classes: int = 10) -> float:
+    """FLOPs of one training step (forward + backward) of one model of `cfg`'s MLP: 2 per
+    multiply-add, forward, weight gradients, and input gradients of all layers but the first."""
+    sizes = [in_features, *cfg.model.get("hidden", []), classes]  # other models: as a linear one
+    weights = [a * b for a, b in zip(sizes, sizes[1:], strict=False)]
+    return 2.0 * cfg.train.batch_size * (2 * sum(weights) + sum(weights[1:]))
+
+
+def estimated_work(cfg: DictConfig) -> float:
+    """What training the run of `cfg` costs, in FLOPs: its steps (with their fixed overhead) and
+    its evaluations (forward passes over the training subset and the test set)."""
+    train = cfg.train
+    train_size = cfg.data.get("train_size") or MNIST_TRAIN_SIZE
+    iterations = train.iterations or train.epochs * (train_size // train.batch_size)
+    step = model_flops(cfg) + STEP_OVERHEAD_FLOPS
+    forward_per_example = model_flops(cfg) / (3 * train.batch_size)  # about a third of a step
+    examples = min(train.eval_train_size or train_size, train_size) + (
+        cfg.data.get("test_size") or 10_000
+    )
+    evaluations = iterations // train.eval_every + 2  # the first, every eval_every, the last
+    return iterations * step + evaluations * examples * forward_per_example
 
 
 @dataclass
-class DeferredJob:
-    index: int  # position in the launcher's batch
-    cfg: DictConfig  # fully resolved: it no longer needs Hydra's runtime to be read
-    out_dir: Path
-    choices: dict[str, str]
+class Task:
+    """Runs trained together: one stack, or one run with the single-run engine."""
+
+    jobs: list[int]  # positions in the sweep's job list
+    stacked: bool
+    here: bool = False  # train.engine=single: in this process, one run after another
 
 
-_pending: list[DeferredJob] | None = None
+def plan(jobs: Sequence[Job], parts: int) -> list[Task]:
+    """Tasks for `jobs`: each group of stackable runs split into up to `parts` sub-stacks of
+    near-equal size (one per worker process), every other run a task of its own."""
+    tasks: list[Task] = []
+    groups: dict[tuple, list[int]] = {}
+    refused: Counter[str] = Counter()
+    for index, (cfg, _, _) in enumerate(jobs):
+        engine = requested_engine(cfg)
+        reason = None if engine == "single" else refusal(cfg)
+        if engine == "single":
+            tasks.append(Task([index], stacked=False, here=True))
+        elif reason is not None:
+            refused[reason] += 1
+            tasks.append(Task([index], stacked=False))
+        else:
+            groups.setdefault(group_key(cfg), []).append(index)
+    for reason, runs in refused.items():
+        log.info("%d run(s) cannot stack, %s: they train with the single-run engine", runs, reason)
+    for members in groups.values():
+        alone = len(members) == 1 and requested_engine(jobs[members[0]][0]) == "auto"
+        if alone:  # nothing to stack it with: the single-run engine
+            tasks.append(Task(members, stacked=False))
+            continue
+        n = min(parts, len(members))
+        tasks += [Task(members[p::n], stacked=True) for p in range(n)]
+    return tasks
 
 
-@contextmanager
-def deferring() -> Iterator[list[DeferredJob]]:
-    """While active, `defer()` collects jobs instead of letting them train."""
-    global _pending
-    _pending = []
-    try:
-        yield _pending
-    finally:
-        _pending = None
+def _run_task(jobs: Sequence[Job], stacked: bool, threads: int | None) -> list[dict[str, Any]]:
+    if stacked:
+        return execute_group(jobs, threads=threads)
+    cfg, out_dir, choices = jobs[0]
+    if threads is not None:
+        cfg = cfg.copy()
+        cfg.threads = threads
+    return [run_module.execute(cfg, Path(out_dir), choices)]
 
 
-def is_deferring() -> bool:
-    return _pending is not None
+def _worker_init(level: int, datasets: dict[str, TensorData]) -> None:
+    torch.set_num_threads(1)
+    logging.basicConfig(level=level, format="[%(processName)s] %(message)s")
+    run_module.adopt_data(datasets)
 
 
-def defer(cfg: DictConfig, out_dir: Path, choices: dict[str, str]) -> bool:
-    """Hand a job to the stacked launcher; False when no launcher collects jobs (train now)."""
-    if _pending is None or cfg.train.engine == "single":
-        return False
-    resolved = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    _pending.append(DeferredJob(len(_pending), resolved, out_dir, dict(choices)))
-    return True
+class _Progress:
+    """Logs where a sweep is: runs done of N, elapsed, estimated time left."""
+
+    def __init__(self, runs: int, tasks: int) -> None:
+        self.runs, self.finished, self.started = runs, 0, time.perf_counter()
+        log.info("training %d runs as %d tasks", runs, tasks)
+
+    def done(self, runs: int) -> None:
+        self.finished += runs
+        elapsed = time.perf_counter() - self.started
+        left = elapsed / self.finished * (self.runs - self.finished)
+        log.info(
+            "%d of %d runs done, elapsed %.0f s, ~%.0f s left",
+            self.finished,
+            self.runs,
+            elapsed,
+            left,
+        )
 
 
-def train_deferred(jobs: list[DeferredJob], n_jobs: int) -> dict[int, dict]:
-    """Train the collected jobs (stacked where they can be, over `n_jobs` single-threaded worker
-    processes; -1: one per core); returns {job index: run.json record}."""
-    from harness.stacked import execute_jobs  # torch is imported only when jobs train
+def execute_jobs(
+    jobs: Sequence[Job], workers: int | None = None, use_workers: bool | None = None
+) -> list[dict[str, Any]]:
+    """Train a sweep's jobs (cfg, out_dir, choices) with the engine each asks for and return
+    their run.json records in job order. The jobs are expected to pass `run.check`.
 
-    records = execute_jobs(
-        [(job.cfg, job.out_dir, job.choices) for job in jobs],
-        workers=None if n_jobs < 1 else n_jobs,
-    )
-    return {job.index: record for job, record in zip(jobs, records, strict=True)}
+    `workers`: worker processes (default: one per core; on a GPU, none); `use_workers`: start
+    them (True), don't (False), or decide from the estimated work (None).
+    """
+    jobs = list(jobs)
+    if not jobs:  # e.g. every job of a resumed sweep had finished already
+        return []
+    on_gpu = any(run_module.resolve_device(cfg.device).type != "cpu" for cfg, _, _ in jobs)
+    if workers is None:
+        workers = 1 if on_gpu else (os.cpu_count() or 1)
+    if use_workers is None:
+        work = sum(estimated_work(cfg) for cfg, _, _ in jobs if requested_engine(cfg) != "single")
+        use_workers = work >= WORKER_THRESHOLD
+    use_workers = use_workers and workers > 1
+    tasks = plan(jobs, workers if use_workers else 1)
+    records: list[dict[str, Any] | None] = [None] * len(jobs)
+    progress = _Progress(len(jobs), len(tasks))
+
+    def record(task: Task, results: list[dict[str, Any]]) -> None:
+        for i, result in zip(task.jobs, results, strict=True):
+            records[i] = result
+        progress.done(len(task.jobs))
+
+    pooled = [t for t in tasks if use_workers and not t.here]
+    if pooled:
+        _train_in_workers(jobs, pooled, workers, record)
+    default_threads = torch.get_num_threads()
+    for task in (t for t in tasks if not use_workers or t.here):
+        task_jobs = [jobs[i] for i in task.jobs]
+        record(task, _run_task(task_jobs, task.stacked, _threads_here(task, task_jobs)))
+        torch.set_num_threads(default_threads)
+    return records  # type: ignore[return-value]
+
+
+def _threads_here(task: Task, jobs: list[Job]) -> int | None:
+    """Threads for a task trained in this process: the config's `threads`, or for a stack one
+    (the sweep is small, and a stack's small products gain little from a second thread but
+    lose much when another process is busy: 4 s with 1 thread, 20 s with 2, for 8 net1 models
+    x 1,500 steps on this 2-core machine under load)."""
+    return 1 if task.stacked and jobs[0][0].threads is None else None
+
+
+def _train_in_workers(
+    jobs: list[Job],
+    tasks: list[Task],
+    workers: int,
+    record: Callable[[Task, list[dict[str, Any]]], None],
+) -> None:
+    """Train `tasks` in `workers` single-threaded processes, largest first, and `record` each
+    as it finishes. The data sets are loaded here once and shared with the workers."""
+    data_configs = {run_module.data_key(jobs[i][0]): jobs[i][0] for t in tasks for i in t.jobs}
+    datasets = {key: run_module.load_data(cfg) for key, cfg in data_configs.items()}
+    tasks = sorted(tasks, key=lambda t: -sum(estimated_work(jobs[i][0]) for i in t.jobs))
+    context = torch.multiprocessing.get_context("spawn")  # no fork after torch started threads
+    with concurrent.futures.ProcessPoolExecutor(
+        max_workers=min(workers, len(tasks)),
+        mp_context=context,
+        initializer=_worker_init,
+        initargs=(logging.getLogger("harness").getEffectiveLevel(), datasets),
+    ) as pool:
+        futures = {
+            pool.submit(_run_task, [jobs[i] for i in task.jobs], task.stacked, 1): task
+            for task in tasks
+        }
+        for future in concurrent.futures.as_completed(futures):
+            record(futures[future], future.result())

@@ -25,6 +25,7 @@ from harness import engine
 from harness.data import TensorData
 from harness.errors import ConfigError, HarnessError
 from harness.results import METRIC_COLUMNS, config_hash, write_run
+from harness.stacked_rules import OPTIMIZER_STEP, TORCH_FUSED
 from harness.validate import DTYPES, validate_run
 
 log = logging.getLogger(__name__)
@@ -66,14 +67,33 @@ def build(node: DictConfig, **kwargs: Any) -> Any:
         raise
 
 
-@functools.lru_cache(maxsize=2)
-def _load_data(data_yaml: str) -> TensorData:
-    # Keyed by the data config's YAML: jobs of a sweep run in one process load MNIST once.
-    return build(OmegaConf.create(data_yaml))
+# Loaded data sets by their data config (resolved YAML): the jobs of a sweep that run in one
+# process load MNIST once. A sweep's worker processes are handed them instead (`adopt_data`).
+_DATA: dict[str, TensorData] = {}
+_DATA_KEPT = 2  # the most data sets this process loads and keeps
+
+
+def data_key(cfg: DictConfig) -> str:
+    return OmegaConf.to_yaml(cfg.data, resolve=True)
+
+
+def load_data(cfg: DictConfig) -> TensorData:
+    """The data set of `cfg`, loaded once per process."""
+    key = data_key(cfg)
+    if key not in _DATA:
+        if len(_DATA) >= _DATA_KEPT:
+            del _DATA[next(iter(_DATA))]  # the oldest
+        _DATA[key] = build(cfg.data)
+    return _DATA[key]
+
+
+def adopt_data(datasets: dict[str, TensorData]) -> None:
+    """Use these tensors for these data configs (`data_key`): data loaded by another process."""
+    _DATA.update(datasets)
 
 
 def load_problem(cfg: DictConfig, device: torch.device, dtype: torch.dtype) -> Problem:
-    data = _load_data(OmegaConf.to_yaml(cfg.data)).to(device, dtype)
+    data = load_data(cfg).to(device, dtype)
     n_train = len(data.y_train)
     train = cfg.train
     if train.batch_size > n_train:
@@ -109,6 +129,7 @@ def build_optimizer(cfg: DictConfig, model: torch.nn.Module, iterations: int):
     return optimizer, scheduler
 
 
+@functools.cache  # one lookup per process: the installed packages do not change during a sweep
 def package_versions() -> dict[str, str]:
     versions = {"python": platform.python_version()}
     for name in PACKAGES:
@@ -195,8 +216,22 @@ def prepare(cfg: DictConfig, out_dir: Path, choices: dict[str, str]) -> Prepared
     )
 
 
-def finish(run: PreparedRun, outcome: engine.Outcome) -> dict[str, Any]:
-    """Write a trained run's results into its folder; returns the run.json record."""
+def check(cfg: DictConfig) -> None:
+    """Raise the HarnessError `prepare` would raise for `cfg`, without building its model: what
+    a launcher runs on every job of a sweep before it creates anything."""
+    validate_run(cfg)
+    resolve_device(cfg.device)
+    problem = load_problem(cfg, torch.device("cpu"), torch.float32)
+    probe = torch.nn.ParameterList([torch.nn.Parameter(torch.zeros(1))])
+    build_optimizer(cfg, probe, problem.schedule.iterations)
+
+
+def finish(
+    run: PreparedRun, outcome: engine.Outcome, engine_name: str, update_path: str
+) -> dict[str, Any]:
+    """Write a trained run's results into its folder; returns the run.json record.
+    `engine_name` (single or stacked) and `update_path` (how its optimizer updated it, see
+    harness.stacked_rules) say what trained it."""
     metrics = pd.DataFrame(outcome.recorder.rows, columns=METRIC_COLUMNS)
     config = OmegaConf.to_container(run.cfg, resolve=True)
     iterations = run.problem.schedule.iterations
@@ -210,6 +245,8 @@ def finish(run: PreparedRun, outcome: engine.Outcome) -> dict[str, Any]:
         "choices": run.choices,
         "config_hash": config_hash(config),
         "config": config,
+        "engine": engine_name,
+        "update_path": update_path,
         "train_time_s": outcome.train_time_s,
         "wall_time_s": time.perf_counter() - run.started,
         "device": str(run.device),
@@ -258,4 +295,10 @@ def execute(cfg: DictConfig, out_dir: Path, choices: dict[str, str]) -> dict[str
         run.problem.schedule.iterations,
         run.device,
     )
-    return finish(run, train_single(run, progress=show_progress(cfg.train.progress)))
+    outcome = train_single(run, progress=show_progress(cfg.train.progress))
+    return finish(run, outcome, "single", single_update_path(run.optimizer))
+
+
+def single_update_path(optimizer: torch.optim.Optimizer) -> str:
+    """The single-run engine calls the optimizer's own step(), fused if it was built so."""
+    return TORCH_FUSED if optimizer.param_groups[0].get("fused") else OPTIMIZER_STEP

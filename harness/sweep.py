@@ -1,18 +1,22 @@
-"""Sweeps: the Hydra callback that guards, reports and consolidates a sweep folder, and the
+"""Sweeps: the Hydra callback that guards, indexes and consolidates a sweep folder, and the
 resume check each job makes before training.
 
-A sweep folder (`hydra.sweep.dir`) holds one subfolder per run and `sweep.json`, which records
-what the sweep is (its overrides) and when each invocation started. Re-running the same sweep
-command resumes it: runs whose config already finished there (completed or diverged) are
-skipped. A different sweep is refused unless `sweep.append=true`. When all jobs have returned,
-the folder is consolidated into runs.parquet and curves.parquet.
+A sweep folder (`hydra.sweep.dir`) holds one subfolder per run, `sweep.json`, which records what
+the sweep is (its overrides) and when each invocation started, and `finished.json`, the index of
+its finished runs made when an invocation starts. Re-running the same sweep command resumes it:
+runs whose config already finished there (completed or diverged) are skipped. A different sweep
+is refused unless `sweep.append=true`. When all jobs have returned, the folder is consolidated
+into runs.parquet and curves.parquet.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +24,9 @@ import pandas as pd
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
-from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from harness.errors import ConfigError, exit_with_error
-from harness.launcher import is_deferring
 from harness.results import (
     EXECUTION_KEYS,
     RUN_FILE,
@@ -38,6 +40,11 @@ from harness.results import (
 log = logging.getLogger(__name__)
 
 SWEEP_FILE = "sweep.json"
+# The index of the sweep folder's finished runs: {config hash: run folder}, made when a sweep
+# starts; every job's resume check reads it (once per process) instead of every run.json.
+INDEX_FILE = "finished.json"
+# What an invocation writes into the sweep folder before its jobs run (Hydra: multirun.yaml).
+BOOKKEEPING_FILES = (SWEEP_FILE, INDEX_FILE, "multirun.yaml")
 # Overrides that change where or how a sweep runs, not which runs it holds.
 _NOT_IDENTITY = (*EXECUTION_KEYS, "sweep.append")  # "sweep" itself is an execution key
 
@@ -65,15 +72,64 @@ def sweep_identity(config: DictConfig) -> dict[str, Any]:
     }
 
 
-def finished_runs(sweep_dir: Path) -> dict[str, str]:
-    """config hash -> run folder of every finished run in a sweep folder (consolidated or not)."""
+def finished_runs(sweep_dir: Path, known: dict[str, str] | None = None) -> dict[str, str]:
+    """config hash -> run folder (relative) of every finished run in a sweep folder, consolidated
+    or not. `known` (a previous index) spares reading the run.json of the folders it names."""
     done: dict[str, str] = {}
     if (sweep_dir / RUNS_TABLE).exists():
         table = pd.read_parquet(sweep_dir / RUNS_TABLE, columns=["config_hash", "run_dir"])
         done.update(zip(table.config_hash, table.run_dir, strict=True))
+    hash_of = {run_dir: digest for digest, run_dir in {**(known or {}), **done}.items()}
     for run_file in sweep_dir.rglob(RUN_FILE):
-        done[read_run(run_file.parent)["config_hash"]] = str(run_file.parent.relative_to(sweep_dir))
+        run_dir = str(run_file.parent.relative_to(sweep_dir))
+        digest = hash_of.get(run_dir) or read_run(run_file.parent)["config_hash"]
+        done[digest] = run_dir
     return done
+
+
+def write_index(sweep_dir: Path) -> dict[str, str]:
+    """Index the finished runs of a sweep folder into INDEX_FILE (done once per invocation, when
+    the sweep starts: every job then reads this one file instead of every run.json)."""
+    index_file = sweep_dir / INDEX_FILE
+    known = json.loads(index_file.read_text()) if index_file.exists() else None
+    done = finished_runs(sweep_dir, known)
+    atomic_write_bytes(index_file, json.dumps(done, indent=0).encode())
+    return done
+
+
+def read_index(sweep_dir: Path) -> dict[str, str]:
+    """The index of finished runs of a sweep folder, read once per process (and again only if
+    the file changed); made from the run folders if there is no index file."""
+    index_file = sweep_dir / INDEX_FILE
+    try:
+        stat = index_file.stat()
+    except FileNotFoundError:
+        return finished_runs(sweep_dir)
+    return _parsed_index(str(index_file), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed_index(path: str, mtime_ns: int, size: int) -> dict[str, str]:
+    return json.loads(Path(path).read_text())
+
+
+def already_finished(config: dict[str, Any], sweep_dir: Path, run_dir: Path) -> str | None:
+    """The folder of a finished run in `sweep_dir` with the same (resolved) config, if any: from
+    the sweep's index, or from `run_dir` itself (a run that finished since the index was made).
+
+    A folder that holds a finished run of another config is never overwritten."""
+    digest = config_hash(config)
+    done = read_index(sweep_dir)
+    if digest in done:
+        return done[digest]
+    if (run_dir / RUN_FILE).exists():
+        if read_run(run_dir)["config_hash"] == digest:
+            return str(run_dir.relative_to(sweep_dir))
+        raise ConfigError(
+            f"{run_dir} holds a finished run of another config; refusing to overwrite it "
+            "(use another hydra.sweep.dir)"
+        )
+    return None
 
 
 def _format_seconds(seconds: float) -> str:
@@ -82,10 +138,23 @@ def _format_seconds(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
 
 
+@dataclass
+class _Invocation:
+    """A sweep folder as this invocation found it, to undo its bookkeeping on bad input."""
+
+    sweep_dir: Path
+    existed: bool
+    files: dict[str, bytes | None]  # bookkeeping file -> its bytes before (None: absent)
+
+
+_invocation: _Invocation | None = None  # this process's sweep, from on_multirun_start
+
+
 class SweepCallback(Callback):
     """Registered in conf/config.yaml under hydra.callbacks."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        global _invocation
         sweep_dir = Path(config.hydra.sweep.dir)
         identity = sweep_identity(config)
         marker = sweep_dir / SWEEP_FILE
@@ -100,47 +169,63 @@ class SweepCallback(Callback):
                 f"{sweep_dir} holds another sweep ({SWEEP_FILE}: {state['identity']}); choose "
                 "another hydra.sweep.dir, or add sweep.append=true to add these runs to it",
             )
+        _invocation = _Invocation(
+            sweep_dir,
+            sweep_dir.is_dir(),
+            {name: _read_bytes(sweep_dir / name) for name in BOOKKEEPING_FILES},
+        )
         jobs = len(sweep_jobs(config))
         state = state or {"identity": identity, "invocations": []}
         state["invocations"].append({"started_at": time.time(), "jobs": jobs, "identity": identity})
         sweep_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(marker, json.dumps(state, indent=2).encode())
-        already = len(finished_runs(sweep_dir))
+        already = len(write_index(sweep_dir))
         log.info(
             "sweep of %d runs into %s (%d finished runs there already)", jobs, sweep_dir, already
         )
 
-    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        if config.hydra.mode != RunMode.MULTIRUN or is_deferring():
-            return  # the stacked launcher reports its own progress
-        marker = Path(config.hydra.sweep.dir) / SWEEP_FILE
-        if not marker.exists():  # e.g. a launcher that does not share the folder
-            return
-        invocation = json.loads(marker.read_text())["invocations"][-1]
-        index, total = config.hydra.job.num + 1, invocation["jobs"]
-        elapsed = time.time() - invocation["started_at"]
-        left = ""
-        if index > 1:  # extrapolated from the runs started so far
-            left = f", ~{_format_seconds(elapsed / (index - 1) * (total - index + 1))} left"
-        log.info("run %d of %d, elapsed %s%s", index, total, _format_seconds(elapsed), left)
-
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        global _invocation
+        _invocation = None  # the sweep ran: nothing to undo
         sweep_dir = Path(config.hydra.sweep.dir)
         runs, rows = collect(sweep_dir)
         log.info("consolidated %d runs (%d curve rows) into %s", runs, rows, sweep_dir)
 
 
-def already_finished(cfg: DictConfig, sweep_dir: Path, run_dir: Path) -> str | None:
-    """The folder of a finished run in `sweep_dir` with the same config as `cfg`, if any.
+def _read_bytes(path: Path) -> bytes | None:
+    return path.read_bytes() if path.exists() else None
 
-    A folder that holds a finished run of another config is never overwritten."""
-    digest = config_hash(OmegaConf.to_container(cfg, resolve=True))
-    done = finished_runs(sweep_dir)
-    if digest in done:
-        return done[digest]
-    if (run_dir / RUN_FILE).exists():
-        raise ConfigError(
-            f"{run_dir} holds a finished run of another config; refusing to overwrite it "
-            "(use another hydra.sweep.dir)"
-        )
-    return None
+
+def discard_invocation() -> None:
+    """Undo what this invocation wrote into its sweep folder, when bad input stopped it before
+    it trained anything: the folder, if the invocation made it and no run finished in it;
+    otherwise its bookkeeping files as they were. Finished runs are never touched."""
+    global _invocation
+    invocation, _invocation = _invocation, None
+    if invocation is None:
+        return
+    if not invocation.existed:
+        if not any(invocation.sweep_dir.rglob(RUN_FILE)):
+            shutil.rmtree(invocation.sweep_dir, ignore_errors=True)
+        return
+    for name, data in invocation.files.items():
+        path = invocation.sweep_dir / name
+        if data is None:
+            path.unlink(missing_ok=True)
+        else:
+            atomic_write_bytes(path, data)
+
+
+def log_progress(hydra_cfg: DictConfig) -> None:
+    """Log `run i of N, elapsed ..., ~... left` for a job of a sweep run one job at a time
+    (joblib, submitit, SLURM: the stacked launcher reports its own progress)."""
+    marker = Path(hydra_cfg.sweep.dir) / SWEEP_FILE
+    if not marker.exists():  # e.g. a launcher that does not share the folder
+        return
+    invocation = json.loads(marker.read_text())["invocations"][-1]
+    index, total = hydra_cfg.job.num + 1, invocation["jobs"]
+    elapsed = time.time() - invocation["started_at"]
+    left = ""
+    if index > 1:  # extrapolated from the runs started so far
+        left = f", ~{_format_seconds(elapsed / (index - 1) * (total - index + 1))} left"
+    log.info("run %d of %d, elapsed %s%s", index, total, _format_seconds(elapsed), left)

@@ -84,3 +84,36 @@ def test_corrupt_file_is_named(tmp_path, corrupt_mnist):
     assert result.stderr.count("\n") == 1
     assert "train-labels-idx1-ubyte.gz has the wrong md5" in result.stderr
     assert not out.exists()
+
+
+SWEEP_CASES = {
+    "bad value in one job": (["optimizer.lr=0.1,-1"], "optimizer.lr must be > 0, got -1"),
+    "batch too large in one job": (
+        ["train.batch_size=50,501"],
+        "train.batch_size (501) is larger than the training set (500)",
+    ),
+    "unknown option in one job": (["optimizer=sgd,adamm"], "no config 'optimizer/adamm'"),
+}
+
+
+@pytest.mark.parametrize("case", list(SWEEP_CASES))
+def test_bad_input_in_a_sweep_is_one_line_and_writes_nothing(case, tmp_path):
+    overrides, expected = SWEEP_CASES[case]
+    folder = tmp_path / "sweep"
+    result = run_cli("-m", *SMALL, *overrides, f"hydra.sweep.dir={folder}", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("harness-train: error: "), result.stderr
+    assert expected in lines[0]
+    assert not folder.exists()
+
+
+def test_bad_input_leaves_an_existing_sweep_as_it_was(tmp_path):
+    folder = tmp_path / "sweep"
+    first = run_cli("-m", *SMALL, "optimizer.lr=0.1", f"hydra.sweep.dir={folder}", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    bad = ["optimizer.lr=0.1,-1", "sweep.append=true"]
+    result = run_cli("-m", *SMALL, *bad, f"hydra.sweep.dir={folder}", cwd=tmp_path)
+    assert result.returncode == 2 and "optimizer.lr must be > 0" in result.stderr
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before

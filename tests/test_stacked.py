@@ -6,11 +6,14 @@ import random
 import numpy as np
 import pandas as pd
 import pytest
+from hydra.utils import get_class
+from omegaconf import OmegaConf
 
 from conftest import CONF_DIR, compose_config, hydra_context
 from harness.errors import HarnessError
+from harness.launcher import execute_jobs
 from harness.run import execute
-from harness.stacked import execute_group, execute_jobs, group_key
+from harness.stacked import execute_group, group_key
 
 OPTIMIZERS = sorted(p.stem for p in (CONF_DIR / "optimizer").glob("*.yaml"))
 SCHEDULES = sorted(p.stem for p in (CONF_DIR / "schedule").glob("*.yaml"))
@@ -34,10 +37,19 @@ def small(dtype: str, iterations: int, eval_every: int, log_every: int) -> list[
     ]
 
 
+def tuned_hyperparameters(optimizer: str) -> tuple[str, ...]:
+    """The hyper-parameters an optimizer class sets itself (see engine.logged_hyperparameters)."""
+    target = OmegaConf.load(CONF_DIR / "optimizer" / f"{optimizer}.yaml")._target_
+    return getattr(get_class(target), "tuned_hyperparameters", ())
+
+
 def random_overrides(optimizer: str, rng: random.Random) -> list[str]:
     """A random config of `optimizer`: learning rate, schedule and its optional settings."""
     lr = LR.get(optimizer, 0.002) * rng.choice([0.5, 1.0, 1.5])
-    out = [f"optimizer={optimizer}", f"optimizer.lr={lr:g}", f"schedule={rng.choice(SCHEDULES)}"]
+    schedule = rng.choice(SCHEDULES)
+    if "lr" in tuned_hyperparameters(optimizer):  # it sets its own learning rate: no schedule
+        schedule = "constant"
+    out = [f"optimizer={optimizer}", f"optimizer.lr={lr:g}", f"schedule={schedule}"]
     if rng.random() < 0.4 and optimizer != "adamw":
         out.append(f"optimizer.weight_decay={rng.choice([1e-4, 1e-3])}")
     if optimizer in ("momentum", "nesterov"):
@@ -183,7 +195,7 @@ def test_execute_jobs_in_two_worker_processes(tmp_path, mnist_dir):
         base = [f"data.root={mnist_dir}", *small("float64", 20, 10, 5), "train.engine=stacked"]
         cfgs = [compose_config([*base, f"optimizer={o}"]) for o in ("sgd", "adam", "rmsprop")]
     jobs = [(cfg, tmp_path / f"w{i}", {}) for i, cfg in enumerate(cfgs)]
-    records = execute_jobs(jobs, workers=2)
+    records = execute_jobs(jobs, workers=2, use_workers=True)
     assert [r["config"]["optimizer"]["_target_"] for r in records] == [
         c.optimizer._target_ for c in cfgs
     ]

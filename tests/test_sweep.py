@@ -12,8 +12,10 @@ import pandas as pd
 import pytest
 
 from conftest import MNIST_DIR, REPO, compose_config, hydra_context, run_cli
+from harness import sweep as sweep_module
+from harness.errors import ConfigError
 from harness.results import load_curves, load_runs
-from harness.sweep import SWEEP_FILE, sweep_jobs
+from harness.sweep import SWEEP_FILE, already_finished, sweep_jobs, write_index
 
 TINY = ["train.iterations=20", "train.eval_every=10", "data.train_size=500", "data.test_size=200"]
 
@@ -48,7 +50,7 @@ def test_studies_compose_and_expand(experiment, jobs):
 def test_smoke_sweep_tables_and_resume(tmp_path):
     result = sweep(tmp_path, "experiment=smoke")
     assert result.returncode == 0, result.stderr
-    assert "run 8 of 8" in result.stdout
+    assert "8 of 8 runs done" in result.stdout
     folder = tmp_path / "sweep"
     runs = pd.read_parquet(folder / "runs.parquet")
     curves = pd.read_parquet(folder / "curves.parquet")
@@ -101,12 +103,14 @@ def test_diverging_run_inside_a_sweep(tmp_path):
     assert runs.status.to_dict() == {0.01: "completed", 0.1: "completed", 1e4: "diverged"}
 
 
-def test_killed_sweep_resumes_every_run_exactly_once(tmp_path):
+@pytest.mark.parametrize("engine", ["auto", "single"])
+def test_killed_sweep_resumes_every_run_exactly_once(tmp_path, engine):
     overrides = [
         "-m",
         "experiment=smoke",
         "train.iterations=1500",
         "train.eval_every=500",
+        f"train.engine={engine}",
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
     ]
     cmd = [sys.executable, "-c", "from harness.cli import train; train()", *overrides]
@@ -121,18 +125,17 @@ def test_killed_sweep_resumes_every_run_exactly_once(tmp_path):
     )
     folder, deadline = tmp_path / "sweep", time.monotonic() + 240
 
-    def started_and_finished() -> tuple[int, int]:
-        started = [p for p in folder.glob("*") if (p / ".hydra").is_dir()]
-        return len(started), len(list(folder.rglob("run.json")))
+    def finished_runs() -> int:
+        return len(list(folder.rglob("run.json")))
 
-    while started_and_finished() < (3, 2) and time.monotonic() < deadline:
+    while finished_runs() < 2 and time.monotonic() < deadline:
         time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGKILL)  # mid-run: the third run has started
+    os.killpg(proc.pid, signal.SIGKILL)  # mid-sweep: 2 runs (one stack of 2) have finished
     proc.wait()
-    finished = started_and_finished()[1]
+    finished = finished_runs()
     assert 2 <= finished < 8
     assert not (tmp_path / "sweep" / "runs.parquet").exists()
-    # The interrupted run left no result, only its Hydra folder.
+    # The interrupted runs left no result, only their Hydra folders.
     assert len(load_runs(tmp_path / "sweep")) == finished
 
     result = run_cli(*overrides, cwd=tmp_path)
@@ -145,7 +148,7 @@ def test_killed_sweep_resumes_every_run_exactly_once(tmp_path):
 
 def test_parallel_joblib_workers_give_the_sequential_results(tmp_path):
     axes = [*TINY, "model=net1,net2", "optimizer=sgd,adam", "seed=0,1", "threads=1"]
-    assert sweep(tmp_path, *axes, name="sequential").returncode == 0
+    assert sweep(tmp_path, *axes, "train.engine=single", name="sequential").returncode == 0
     result = sweep(
         tmp_path, *axes, "hydra/launcher=parallel", "hydra.launcher.n_jobs=2", name="parallel"
     )
@@ -186,18 +189,64 @@ def test_slurm_launcher_config_composes():
     assert (REPO / "conf" / "hydra" / "launcher" / "slurm.yaml").exists()
 
 
-def test_stacked_launcher_gives_the_single_engine_results_and_resumes(tmp_path):
+def test_default_sweep_stacks_and_gives_the_single_engine_results_and_resumes(tmp_path):
     axes = [*TINY, "model=net1,net2", "optimizer=sgd,adam,rmsprop", "seed=0", "threads=1"]
-    assert sweep(tmp_path, *axes, name="single").returncode == 0
-    stacked = [*axes, "hydra/launcher=stacked", "train.engine=stacked"]
-    result = sweep(tmp_path, *stacked, name="stacked")
+    assert sweep(tmp_path, *axes, "train.engine=single", name="single").returncode == 0
+    result = sweep(tmp_path, *axes, name="stacked")  # the default: stacked where runs group
     assert result.returncode == 0, result.stderr
-    assert "training 6 runs as" in result.stdout
+    assert "training 6 runs as 2 tasks" in result.stdout
     single = pd.read_parquet(tmp_path / "single" / "runs.parquet").set_index("config_hash")
     stack = pd.read_parquet(tmp_path / "stacked" / "runs.parquet").set_index("config_hash")
     assert sorted(stack.index) == sorted(single.index)  # same configs, same run folders
     pd.testing.assert_series_equal(stack.run_dir, single.run_dir.loc[stack.index])
     for metric in ("final_test_loss", "final_train_loss"):
         assert (stack[metric] - single[metric].loc[stack.index]).abs().max() < 1e-4
-    again = sweep(tmp_path, *stacked, name="stacked")
+    folder = tmp_path / "stacked"
+    records = [json.loads(p.read_text()) for p in folder.rglob("run.json")]
+    assert {r["engine"] for r in records} == {"stacked"}
+    fused = {("net2", "sgd"), ("net2", "adam")}  # SGD and Adam on >= 50,000 parameters
+    for r in records:
+        model, optimizer = r["choices"]["model"], r["choices"]["optimizer"]
+        expected = "torch_fused" if (model, optimizer) in fused else "stacked_rule"
+        assert r["update_path"] == expected, (model, optimizer)
+    records = [json.loads(p.read_text()) for p in (tmp_path / "single").rglob("run.json")]
+    assert {(r["engine"], r["update_path"]) for r in records} == {("single", "optimizer_step")}
+    hydra_files = {"config.yaml", "hydra.yaml", "overrides.yaml"}
+    assert all({p.name for p in d.iterdir()} == hydra_files for d in folder.glob("*/.hydra"))
+    again = sweep(tmp_path, *axes, name="stacked")
     assert again.returncode == 0 and again.stdout.count("skipped") == 6
+
+
+def fake_runs(sweep_dir, digests):
+    """Run folders holding a run.json with each config hash."""
+    for digest in digests:
+        (sweep_dir / digest).mkdir(parents=True)
+        (sweep_dir / digest / "run.json").write_text(json.dumps({"config_hash": digest}))
+
+
+def test_resume_reads_the_index_not_every_run(tmp_path, monkeypatch):
+    fake_runs(tmp_path, ["a", "b"])
+    assert write_index(tmp_path) == {"a": "a", "b": "b"}
+    fake_runs(tmp_path, ["c"])
+    reads = []
+    monkeypatch.setattr(
+        sweep_module, "read_run", lambda d: reads.append(d.name) or {"config_hash": d.name}
+    )
+    # The next invocation's index reads only the run.json it did not know.
+    assert write_index(tmp_path) == {"a": "a", "b": "b", "c": "c"} and reads == ["c"]
+    # A job's check reads the index, not the run folders.
+    monkeypatch.setattr(sweep_module, "config_hash", lambda config: config["hash"])
+    reads.clear()
+    for digest in "abc":
+        assert already_finished({"hash": digest}, tmp_path, tmp_path / "new") == digest
+    assert already_finished({"hash": "d"}, tmp_path, tmp_path / "d") is None
+    assert reads == []
+
+
+def test_a_run_finished_since_the_index_is_found_in_its_folder(tmp_path, monkeypatch):
+    write_index(tmp_path)
+    fake_runs(tmp_path, ["x"])  # finished after the sweep started (e.g. by another process)
+    monkeypatch.setattr(sweep_module, "config_hash", lambda config: config["hash"])
+    assert already_finished({"hash": "x"}, tmp_path, tmp_path / "x") == "x"
+    with pytest.raises(ConfigError, match="holds a finished run of another config"):
+        already_finished({"hash": "y"}, tmp_path, tmp_path / "x")

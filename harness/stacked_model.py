@@ -1,0 +1,141 @@
+"""K MLPs of one architecture held as one stacked model, forward and backward written out.
+
+The first layer of all K models is one matrix product, ``W1[K*out, in] @ x.T``; later layers are
+batched products (``baddbmm``); activations are kept transposed, ``[K, features, batch]``, so that
+every product reads and writes contiguous memory. Forward and backward are written out (no
+autograd): gradients land directly in stacked gradient tensors, using the same ATen backward
+kernels autograd would call. Each model keeps its own ``nn.Module``: its parameters' ``.data``
+and ``.grad`` are views into the stacked tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torch.nn import functional as F
+
+from harness.engine import EVAL_CHUNK
+from harness.models import ACTIVATIONS, MLP
+
+# The one model class that stacks; any other trains with the single-run engine.
+MLP_TARGET = f"{MLP.__module__}.{MLP.__qualname__}"
+
+_aten = torch.ops.aten
+
+
+# Backward of each activation: (gradient w.r.t. its output, its input z, its output h) -> gradient
+# w.r.t. z, with the ATen kernels autograd itself uses.
+ACTIVATION_BACKWARD: dict[str, Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]]
+ACTIVATION_BACKWARD = {
+    "sigmoid": lambda g, z, h: _aten.sigmoid_backward(g, h),
+    "relu": lambda g, z, h: _aten.threshold_backward(g, h, 0),
+    "tanh": lambda g, z, h: _aten.tanh_backward(g, h),
+    "gelu": lambda g, z, h: _aten.gelu_backward(g, z),
+    "elu": lambda g, z, h: _aten.elu_backward(g, 1.0, 1, 1, False, z),
+    "leaky_relu": lambda g, z, h: _aten.leaky_relu_backward(g, z, 0.01, False),
+    "identity": lambda g, z, h: g,
+}
+assert set(ACTIVATION_BACKWARD) == set(ACTIVATIONS)
+
+
+class StackedMLP:
+    """K MLPs of one architecture as stacked tensors, bound to the K models' own parameters.
+
+    Layer l's weights are one tensor ``[K, out, in]`` and its biases ``[K, out]`` (likewise their
+    gradients); model k's ``layers[l].weight`` is the view ``[k]`` of it, for data and gradient.
+    Activations are transposed, ``[K, features, batch]``; logits are ``[K, classes, batch]``.
+    """
+
+    def __init__(self, models: Sequence[MLP]) -> None:
+        self.activations = list(models[0].activations)
+        self.models: list[MLP] = []
+        self.weights: list[torch.Tensor] = []
+        self.biases: list[torch.Tensor] = []
+        self.weight_grads: list[torch.Tensor] = []
+        self.bias_grads: list[torch.Tensor] = []
+        self._saved: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._x: torch.Tensor | None = None
+        self.restack(models)
+
+    def __len__(self) -> int:
+        return len(self.models)
+
+    @torch.no_grad()
+    def restack(self, models: Sequence[MLP]) -> None:
+        """(Re)build the stacked tensors from `models`' current weights and bind each model's
+        parameters and gradients to views of them."""
+        self.models = list(models)
+        n_layers = len(self.models[0].layers)
+        self.weights = [torch.stack([m.layers[i].weight for m in models]) for i in range(n_layers)]
+        self.biases = [torch.stack([m.layers[i].bias for m in models]) for i in range(n_layers)]
+        self.weight_grads = [torch.zeros_like(w) for w in self.weights]
+        self.bias_grads = [torch.zeros_like(b) for b in self.biases]
+        for k, model in enumerate(self.models):
+            for i, layer in enumerate(model.layers):
+                layer.weight.data = self.weights[i][k]
+                layer.weight.grad = self.weight_grads[i][k]
+                layer.bias.data = self.biases[i][k]
+                layer.bias.grad = self.bias_grads[i][k]
+        self._saved, self._x = [], None
+
+    @torch.no_grad()
+    def forward(self, x: torch.Tensor, keep: bool = False) -> torch.Tensor:
+        """Logits ``[K, classes, batch]`` of the K models for the shared input `x` ``[batch, in]``;
+        `keep` saves what `backward` needs."""
+        k, batch = len(self.models), len(x)
+        w0 = self.weights[0]
+        z = torch.addmm(self.biases[0].reshape(-1, 1), w0.reshape(-1, w0.shape[-1]), x.T)
+        z = z.view(k, -1, batch)
+        saved = []
+        for i, name in enumerate(self.activations, start=1):
+            h = ACTIVATIONS[name](z)
+            saved.append((z, h))
+            z = torch.baddbmm(self.biases[i].unsqueeze(-1), self.weights[i], h)
+        if keep:
+            self._saved, self._x = saved, x
+        return z
+
+    @torch.no_grad()
+    def backward(self, grad: torch.Tensor) -> None:
+        """Write the gradients of the K models' losses into the stacked gradient tensors, given
+        `grad`, the gradient w.r.t. the logits of the last `forward(..., keep=True)`."""
+        assert self._x is not None, "backward() needs a forward(keep=True) first"
+        for i in range(len(self.activations), 0, -1):
+            z, h = self._saved[i - 1]
+            torch.bmm(grad, h.transpose(1, 2), out=self.weight_grads[i])
+            torch.sum(grad, dim=2, out=self.bias_grads[i])
+            grad_h = torch.bmm(self.weights[i].transpose(1, 2), grad)
+            grad = ACTIVATION_BACKWARD[self.activations[i - 1]](grad_h, z, h)
+        g0 = self.weight_grads[0]
+        torch.mm(grad.reshape(-1, grad.shape[-1]), self._x, out=g0.view(-1, g0.shape[-1]))
+        torch.sum(grad, dim=2, out=self.bias_grads[0])
+
+    @torch.no_grad()
+    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Forward and backward on one shared mini-batch; returns the K mean cross-entropies."""
+        logits = self.forward(x, keep=True)
+        log_p = torch.log_softmax(logits, dim=1)
+        k, classes, batch = log_p.shape
+        target = y.view(1, 1, batch).expand(k, 1, batch)
+        loss = log_p.gather(1, target).mean(dim=2).neg_().view(k)
+        # d(mean NLL)/d(logits) = (softmax - onehot) / batch, as nll_loss_backward and
+        # _log_softmax_backward_data compute it.
+        onehot = torch.zeros(1, classes, batch, device=y.device, dtype=log_p.dtype)
+        onehot.scatter_(1, y.view(1, 1, batch), -(1.0 / batch))
+        grad = torch.exp(log_p).mul_(1.0 / batch).add_(onehot)
+        self.backward(grad)
+        return loss
+
+    @torch.no_grad()
+    def evaluate(self, x: torch.Tensor, y: torch.Tensor) -> tuple[list[float], list[float]]:
+        """Mean cross-entropy and accuracy of each of the K models on (x, y)."""
+        k = len(self.models)
+        loss_sum = torch.zeros(k, device=x.device, dtype=torch.float64)
+        correct = torch.zeros(k, device=x.device, dtype=torch.int64)
+        for start in range(0, len(y), EVAL_CHUNK):
+            logits = self.forward(x[start : start + EVAL_CHUNK])
+            target = y[start : start + EVAL_CHUNK].expand(k, -1)
+            loss_sum += F.cross_entropy(logits, target, reduction="none").sum(1).double()
+            correct += (logits.argmax(1) == target).sum(1)
+        return (loss_sum / len(y)).tolist(), (correct.double() / len(y)).tolist()

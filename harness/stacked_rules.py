@@ -1,0 +1,447 @@
+"""Update rules of a stack: each model's optimizer steps its slice of the stacked tensors.
+
+A model's update takes one of three paths (`update_path`, recorded in run.json):
+
+* ``stacked_rule``: the eight course optimizer classes in their default implementation are
+  updated slice-wise by `RULES`, torch's single-tensor update rewritten with per-model
+  [K, 1, 1] coefficients (one set of tensor operations for all models of a class; exact against
+  torch.optim, see tests/test_stacked.py);
+* ``torch_fused``: SGD, Adam, AdamW and Adagrad on models of >= 50,000 parameters step through
+  torch's own fused implementation (one pass over memory; ~1e-7 from the default one in
+  float32);
+* ``optimizer_step``: any other optimizer (RAdam, classes outside torch.optim, unusual settings)
+  runs its own ``step()`` on its model's parameters, which are views of the stacked tensors.
+  That is exact only if ``step()`` updates them in place: `stacking_refusal` checks it on a
+  probe before a run joins a stack, and `StackedOptimizers.step` after every step.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+
+import torch
+from torch.optim.optimizer import _get_scalar_dtype
+
+from harness.errors import HarnessError
+from harness.stacked_model import StackedMLP
+
+STACKED_RULE, TORCH_FUSED, OPTIMIZER_STEP = "stacked_rule", "torch_fused", "optimizer_step"
+
+# Each built-in torch.optim class below is re-expressed with per-model hyper-parameters as [K, 1, 1]
+# (weights) or [K, 1] (biases) tensors, following torch's single-tensor implementation operation
+# by operation (same per-model scalars computed in Python doubles, same state initialisation), so
+# that one set of tensor operations updates every model of the slice. The learning rate (and any
+# other hyper-parameter) is read each step from the model's own optimizer, whose own LR scheduler
+# keeps running. Anything else (another class, fused/capturable/differentiable/maximize settings)
+# is stepped by its own optimizer instance on views of the stack.
+
+
+def _bc(values: Sequence[float], like: torch.Tensor) -> torch.Tensor:
+    """Per-model scalars as a tensor that broadcasts against `like` ([K, ...])."""
+    shape = (len(values),) + (1,) * (like.dim() - 1)
+    return torch.tensor(values, dtype=like.dtype, device=like.device).view(shape)
+
+
+def _state(st: dict, name: str, like: torch.Tensor, fill: torch.Tensor | None = None):
+    """The state tensor `name`, created (zeros, or `fill`) at the first step."""
+    if name not in st:
+        st[name] = torch.zeros_like(like) if fill is None else torch.ones_like(like) * fill
+    return st[name]
+
+
+Coef = torch.Tensor | float  # per-model values, or one value shared by the whole slice
+
+
+def _add_(t: torch.Tensor, x: torch.Tensor, c: Coef) -> torch.Tensor:
+    return t.add_(x, alpha=c) if isinstance(c, float) else t.add_(x * c)
+
+
+def _addcmul_(t: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: Coef) -> torch.Tensor:
+    return t.addcmul_(a, b, value=c) if isinstance(c, float) else t.addcmul_(a * c, b)
+
+
+def _addcdiv_(t: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: Coef) -> torch.Tensor:
+    return t.addcdiv_(a, b, value=c) if isinstance(c, float) else t.addcdiv_(a * c, b)
+
+
+def _decayed(p: torch.Tensor, g: torch.Tensor, wd: Coef | None) -> torch.Tensor:
+    if wd is None:
+        return g
+    return g.add(p, alpha=wd) if isinstance(wd, float) else g.add(p * wd)
+
+
+def _sgd(p, g, st, c, step):  # noqa: ANN001 - tensors, state dict, coefficient getter, step
+    g = _decayed(p, g, c("weight_decay"))
+    if c("momentum") is not None:
+        buf = st.get("momentum_buffer")
+        if buf is None:
+            buf = st["momentum_buffer"] = g.clone()
+        else:
+            _add_(buf.mul_(c("momentum")), g, c("one_minus_dampening"))
+        g = _add_(g.clone(), buf, c("momentum")) if c("nesterov") is not None else buf
+    _add_(p, g, c("neg_lr"))
+
+
+def _adam(p, g, st, c, step):  # noqa: ANN001
+    if c("decay") is not None:
+        p.mul_(c("decay"))  # decoupled (AdamW)
+    g = _decayed(p, g, c("weight_decay"))
+    exp_avg = _state(st, "exp_avg", p)
+    exp_avg_sq = _state(st, "exp_avg_sq", p)
+    exp_avg.lerp_(g, c("one_minus_beta1"))
+    _addcmul_(exp_avg_sq.mul_(c("beta2")), g, g, c("one_minus_beta2"))
+    if c("amsgrad") is not None:
+        top = _state(st, "max_exp_avg_sq", p)
+        torch.maximum(top, exp_avg_sq, out=top)
+        denom = (top.sqrt() / c("bias_correction2_sqrt")).add_(c("eps"))
+    else:
+        denom = (exp_avg_sq.sqrt() / c("bias_correction2_sqrt")).add_(c("eps"))
+    _addcdiv_(p, exp_avg, denom, c("neg_step_size"))
+
+
+def _adagrad(p, g, st, c, step):  # noqa: ANN001
+    g = _decayed(p, g, c("weight_decay"))
+    state_sum = _state(st, "sum", p, c("initial_accumulator_value"))
+    state_sum.addcmul_(g, g)
+    _addcdiv_(p, g, state_sum.sqrt().add_(c("eps")), c("neg_clr"))
+
+
+def _adadelta(p, g, st, c, step):  # noqa: ANN001
+    g = _decayed(p, g, c("weight_decay"))
+    square_avg = _state(st, "square_avg", p)
+    acc_delta = _state(st, "acc_delta", p)
+    _addcmul_(square_avg.mul_(c("rho")), g, g, c("one_minus_rho"))
+    std = square_avg.add(c("eps")).sqrt_()
+    delta = acc_delta.add(c("eps")).sqrt_()
+    delta.div_(std).mul_(g)
+    _addcmul_(acc_delta.mul_(c("rho")), delta, delta, c("one_minus_rho"))
+    _add_(p, delta, c("neg_lr"))
+
+
+def _rmsprop(p, g, st, c, step):  # noqa: ANN001
+    g = _decayed(p, g, c("weight_decay"))
+    square_avg = _state(st, "square_avg", p)
+    _addcmul_(square_avg.mul_(c("alpha")), g, g, c("one_minus_alpha"))
+    if c("centered") is not None:
+        grad_avg = _state(st, "grad_avg", p)
+        grad_avg.lerp_(g, c("one_minus_alpha"))
+        avg = square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_()
+    else:
+        avg = square_avg.sqrt()
+    avg = avg.add_(c("eps"))
+    if c("momentum") is not None:
+        buf = _state(st, "momentum_buffer", p)
+        buf.mul_(c("momentum")).addcdiv_(g, avg)
+        _add_(p, buf, c("neg_lr"))
+    else:
+        _addcdiv_(p, g, avg, c("neg_lr"))
+
+
+def _adamax(p, g, st, c, step):  # noqa: ANN001
+    g = _decayed(p, g, c("weight_decay"))
+    exp_avg = _state(st, "exp_avg", p)
+    exp_inf = _state(st, "exp_inf", p)
+    exp_avg.lerp_(g, c("one_minus_beta1"))
+    torch.maximum(exp_inf.mul_(c("beta2")), g.abs().add_(c("eps")), out=exp_inf)
+    _addcdiv_(p, exp_avg, exp_inf, c("neg_clr"))
+
+
+def _nadam(p, g, st, c, step):  # noqa: ANN001
+    if c("decay") is not None:
+        p.mul_(c("decay"))
+    g = _decayed(p, g, c("weight_decay"))
+    exp_avg = _state(st, "exp_avg", p)
+    exp_avg_sq = _state(st, "exp_avg_sq", p)
+    exp_avg.lerp_(g, c("one_minus_beta1"))
+    _addcmul_(exp_avg_sq.mul_(c("beta2")), g, g, c("one_minus_beta2"))
+    denom = exp_avg_sq.div(c("bias_correction2")).sqrt().add_(c("eps"))
+    _addcdiv_(p, g, denom, c("grad_coef"))
+    _addcdiv_(p, exp_avg, denom, c("avg_coef"))
+
+
+def _sgd_scalars(h: dict, step: int, extra: dict) -> dict[str, float | None]:
+    momentum = h["momentum"] != 0
+    return {
+        "neg_lr": -h["lr"],
+        "weight_decay": h["weight_decay"] if h["weight_decay"] != 0 else None,
+        "momentum": h["momentum"] if momentum else None,
+        "one_minus_dampening": 1 - h["dampening"] if momentum else None,
+        "nesterov": 1.0 if h["nesterov"] else None,
+    }
+
+
+def _adam_family_scalars(h: dict) -> dict[str, float | None]:
+    """Scalars Adam, AdamW and NAdam share: (decoupled) weight decay and the betas."""
+    beta1, beta2 = h["betas"]
+    lr, wd, decoupled = h["lr"], h["weight_decay"], h["decoupled_weight_decay"]
+    return {
+        "decay": 1 - lr * wd if wd != 0 and decoupled else None,
+        "weight_decay": wd if wd != 0 and not decoupled else None,
+        "one_minus_beta1": 1 - beta1,
+        "beta2": beta2,
+        "one_minus_beta2": 1 - beta2,
+    }
+
+
+def _adam_scalars(h: dict, step: int, extra: dict) -> dict[str, float | None]:
+    beta1, beta2 = h["betas"]
+    lr = h["lr"]
+    return {
+        **_adam_family_scalars(h),
+        "amsgrad": 1.0 if h["amsgrad"] else None,
+        "bias_correction2_sqrt": (1 - beta2**step) ** 0.5,
+        "eps": h["eps"],
+        "neg_step_size": -(lr / (1 - beta1**step)),
+    }
+
+
+def _adagrad_scalars(h: dict, step: int, extra: dict) -> dict[str, float | None]:
+    return {
+        "weight_decay": h["weight_decay"] if h["weight_decay"] != 0 else None,
+        "initial_accumulator_value": h["initial_accumulator_value"],
+        "neg_clr": -(h["lr"] / (1 + (step - 1) * h["lr_decay"])),
+        "eps": h["eps"],
+    }
+
+
+def _adadelta_scalars(h: dict, step: int, extra: dict) -> dict[str, float | None]:
+    return {
+        "weight_decay": h["weight_decay"] if h["weight_decay"] != 0 else None,
+        "rho": h["rho"],
+        "one_minus_rho": 1 - h["rho"],
+        "eps": h["eps"],
+        "neg_lr": -h["lr"],
+    }
+
+
+def _rmsprop_scalars(h: dict, step: int, extra: dict) -> dict[str, float | None]:
+    return {
+        "weight_decay": h["weight_decay"] if h["weight_decay"] != 0 else None,
+        "alpha": h["alpha"],
+        "one_minus_alpha": 1 - h["alpha"],
+        "centered": 1.0 if h["centered"] else None,
+        "eps": h["eps"],
+        "momentum": h["momentum"] if h["momentum"] > 0 else None,
+        "neg_lr": -h["lr"],
+    }
+
+
+def _adamax_scalars(h: dict, step: int, extra: dict) -> dict[str, float | None]:
+    beta1, beta2 = h["betas"]
+    return {
+        "weight_decay": h["weight_decay"] if h["weight_decay"] != 0 else None,
+        "one_minus_beta1": 1 - beta1,
+        "beta2": beta2,
+        "eps": h["eps"],
+        "neg_clr": -(h["lr"] / (1 - beta1**step)),
+    }
+
+
+def _nadam_scalars(h: dict, step: int, extra: dict) -> dict[str, float | None]:
+    beta1, beta2 = h["betas"]
+    lr, decay = h["lr"], h["momentum_decay"]
+    mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * decay)))
+    mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * decay)))
+    # torch keeps the product of the mu's in a scalar tensor of the default scalar dtype
+    mu_product = extra.setdefault("mu_product", torch.ones((), dtype=_get_scalar_dtype()))
+    mu_product *= mu
+    product = mu_product.item()
+    return {
+        **_adam_family_scalars(h),
+        "bias_correction2": 1 - beta2**step,
+        "eps": h["eps"],
+        "grad_coef": -lr * (1.0 - mu) / (1.0 - product),
+        "avg_coef": (-lr * mu_next) / (1.0 - product * mu_next),
+    }
+
+
+# torch.optim class -> (update of one tensor slice, per-model scalars of one step)
+RULES: dict[type, tuple[Callable, Callable[[dict, int, dict], dict[str, float | None]]]] = {
+    torch.optim.SGD: (_sgd, _sgd_scalars),
+    torch.optim.Adam: (_adam, _adam_scalars),
+    torch.optim.AdamW: (_adam, _adam_scalars),
+    torch.optim.Adagrad: (_adagrad, _adagrad_scalars),
+    torch.optim.Adadelta: (_adadelta, _adadelta_scalars),
+    torch.optim.RMSprop: (_rmsprop, _rmsprop_scalars),
+    torch.optim.Adamax: (_adamax, _adamax_scalars),
+    torch.optim.NAdam: (_nadam, _nadam_scalars),
+}
+# Settings under which torch runs another implementation (or one the rules above do not mirror).
+_OTHER_IMPLEMENTATION = ("fused", "capturable", "differentiable", "maximize")
+
+
+# Classes with a fused (one pass over memory) torch implementation, used for models this large:
+# their update is memory-bound, and torch's default implementation makes ~10 passes.
+FUSED = (torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW, torch.optim.Adagrad)
+FUSED_MIN_PARAMETERS = 50_000
+
+
+def use_fused(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether this optimizer should step with torch's fused implementation of its class."""
+    group = optimizer.param_groups[0]
+    size = sum(p.numel() for g in optimizer.param_groups for p in g["params"])
+    return (
+        isinstance(optimizer, FUSED)
+        and size >= FUSED_MIN_PARAMETERS
+        and not any(group.get(name) for name in ("foreach", *_OTHER_IMPLEMENTATION))
+    )
+
+
+def rule_key(optimizer: torch.optim.Optimizer) -> tuple | None:
+    """Which stacked rule updates this optimizer's model, and the settings that must be shared
+    to update models in one slice; None: its own step() runs."""
+    cls = type(optimizer)
+    if cls not in RULES or len(optimizer.param_groups) != 1 or use_fused(optimizer):
+        return None
+    group = optimizer.param_groups[0]
+    if any(group.get(name) for name in _OTHER_IMPLEMENTATION):
+        return None
+    values = [v for k, v in group.items() if k != "params"]
+    values += [x for v in values if isinstance(v, tuple | list) for x in v]
+    if any(isinstance(v, torch.Tensor) for v in values):
+        return None
+    scalars = RULES[cls][1](dict(group), 1, {})
+    return (cls.__name__, tuple(sorted(k for k, v in scalars.items() if v is None)))
+
+
+def update_path(optimizer: torch.optim.Optimizer) -> str:
+    """How this optimizer's model is updated in a stack (STACKED_RULE, TORCH_FUSED or
+    OPTIMIZER_STEP), as decided before the stack starts."""
+    if use_fused(optimizer) or optimizer.param_groups[0].get("fused"):
+        return TORCH_FUSED
+    return STACKED_RULE if rule_key(optimizer) is not None else OPTIMIZER_STEP
+
+
+OptimizerFactory = Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]
+
+
+@torch.no_grad()
+def stacking_refusal(make_optimizer: OptimizerFactory, dtype: torch.dtype) -> str | None:
+    """Why the optimizers `make_optimizer` builds cannot run their own step() in a stack, or
+    None: two steps on a parameter that is a view of a stacked tensor (and whose gradient is a
+    view of a stacked gradient) must leave both views, and must not write into the
+    neighbouring model."""
+    weights = torch.zeros(2, 3, 4, dtype=dtype)  # two models; the first is probed
+    grads = torch.randn(2, 3, 4, dtype=dtype, generator=torch.Generator().manual_seed(0))
+    param = torch.nn.Parameter(weights[0])
+    param.grad = grads[0]
+    try:
+        optimizer = make_optimizer([param])
+        for _ in range(2):
+            optimizer.step()
+    except Exception as exc:  # any failure on the probe: this class cannot be trusted here
+        return f"it failed on a probe ({type(exc).__name__}: {exc})"
+    if not _views(param, weights[0], grads[0]):
+        return "its step() replaces its parameters' tensors instead of updating them in place"
+    if weights[1].any():
+        return "its step() wrote outside its own parameters"
+    return None
+
+
+def _views(param: torch.Tensor, data: torch.Tensor, grad: torch.Tensor) -> bool:
+    return (
+        param.data_ptr() == data.data_ptr()
+        and param.grad is not None
+        and param.grad.data_ptr() == grad.data_ptr()
+    )
+
+
+class _Coefficients:
+    """One step's per-model scalars of a slice, as tensors broadcasting against [K, ...]."""
+
+    def __init__(self, per_model: list[dict[str, float | None]]) -> None:
+        self.per_model = per_model
+        self.cache: dict[tuple[str, int], Coef | None] = {}
+
+    def get(self, name: str, like: torch.Tensor) -> Coef | None:
+        key = (name, like.dim())
+        if key not in self.cache:
+            first = self.per_model[0][name]
+            values = None if first is None else [m[name] for m in self.per_model]
+            if values is None or all(v == first for v in values):
+                self.cache[key] = None if first is None else float(first)
+            else:
+                self.cache[key] = _bc(values, like)
+        return self.cache[key]
+
+
+class StackedOptimizers:
+    """Steps the optimizers of a stack's models: a slice of models that share a rule (see
+    `rule_key`) is updated with one set of tensor operations; other models by their own
+    optimizer (whose parameters are views of the stack)."""
+
+    def __init__(self, stack: StackedMLP, optimizers: Sequence[torch.optim.Optimizer]) -> None:
+        self.stack = stack
+        self.optimizers = list(optimizers)
+        self.step_count = 0
+        keys = [rule_key(o) for o in self.optimizers]
+        for optimizer in self.optimizers:
+            if use_fused(optimizer):
+                optimizer.param_groups[0]["fused"] = optimizer.defaults["fused"] = True
+        # per slice: (start, stop, rule key); one state dict per stacked tensor and per model
+        self.slices: list[tuple[int, int, tuple | None]] = []
+        for k, key in enumerate(keys):
+            if key is not None and self.slices and self.slices[-1][2] == key:
+                start, _, _ = self.slices[-1]
+                self.slices[-1] = (start, k + 1, key)
+            else:
+                self.slices.append((k, k + 1, key))
+        self.states: list[list[dict[str, torch.Tensor]]] = [
+            [{} for _ in self._tensors()] for _ in self.slices
+        ]
+        self.extras: list[dict] = [{} for _ in self.optimizers]
+
+    def _tensors(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        s = self.stack
+        return list(zip(s.weights + s.biases, s.weight_grads + s.bias_grads, strict=True))
+
+    def keep(self, kept: Sequence[int]) -> None:
+        """Keep only the models at positions `kept` (call after the stack was restacked)."""
+        states, slices, position = [], [], 0
+        for (start, stop, key), state in zip(self.slices, self.states, strict=True):
+            rows = [k - start for k in kept if start <= k < stop]
+            if rows:
+                index = torch.tensor(rows, device=self.stack.weights[0].device)
+                states.append([{n: t[index] for n, t in st.items()} for st in state])
+                slices.append((position, position + len(rows), key))
+                position += len(rows)
+        self.slices, self.states = slices, states
+        self.optimizers = [self.optimizers[k] for k in kept]
+        self.extras = [self.extras[k] for k in kept]
+
+    def _check_views(self, k: int) -> None:
+        """After model k's own step(): its parameters must still be views of the stack, or its
+        update went elsewhere and the stack would silently train something else."""
+        model = self.stack.models[k]
+        for i, layer in enumerate(model.layers):
+            stacked = (
+                (layer.weight, self.stack.weights[i][k], self.stack.weight_grads[i][k]),
+                (layer.bias, self.stack.biases[i][k], self.stack.bias_grads[i][k]),
+            )
+            if not all(_views(p, data, grad) for p, data, grad in stacked):
+                raise HarnessError(
+                    f"{type(self.optimizers[k]).__name__}.step() replaced its parameters' "
+                    "tensors in a stack, so it cannot train stacked; use train.engine=single"
+                )
+
+    @torch.no_grad()
+    def step(self) -> None:
+        self.step_count += 1
+        tensors = self._tensors()
+        for (start, stop, key), state in zip(self.slices, self.states, strict=True):
+            if key is None:
+                for k in range(start, stop):
+                    self.optimizers[k].step()
+                    self._check_views(k)
+                continue
+            update, scalars_of = RULES[type(self.optimizers[start])]
+            per_model = [
+                scalars_of(o.param_groups[0], self.step_count, e)
+                for o, e in zip(self.optimizers[start:stop], self.extras[start:stop], strict=True)
+            ]
+            coefficients = _Coefficients(per_model)
+            for (p, g), st in zip(tensors, state, strict=True):
+                p, g = p[start:stop], g[start:stop]
+                coefficient = functools.partial(coefficients.get, like=p)
+                update(p, g, st, coefficient, self.step_count)

@@ -1,0 +1,219 @@
+"""The default sweep path: Hydra-equal job configs, engines chosen per run, optimizers and models
+that cannot stack, worker processes only for large sweeps, data shared with them."""
+
+import concurrent.futures
+import logging
+import os
+
+import pandas as pd
+import pytest
+import torch
+from hydra.core.global_hydra import GlobalHydra
+from hydra.types import RunMode
+from omegaconf import OmegaConf
+from test_stacked import max_difference, small
+
+from conftest import CONF_DIR, compose_config, hydra_context, run_cli
+from harness import launcher
+from harness.data import load_mnist
+from harness.errors import HarnessError
+from harness.launcher import WORKER_THRESHOLD, estimated_work, execute_jobs
+from harness.models import MLP
+from harness.run import execute
+from harness.stacked import execute_group, refusal
+from harness.sweep import sweep_jobs
+from hydra_plugins.harness_launcher.compose import SweepComposer
+
+
+class HeavyBall(torch.optim.Optimizer):
+    """Momentum SGD from outside torch.optim that updates its parameters in place. It takes the
+    keys of conf/optimizer/momentum.yaml."""
+
+    def __init__(self, params, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):  # noqa: ANN001
+        super().__init__(params, {"lr": lr, "momentum": momentum, "weight_decay": weight_decay})
+
+    @torch.no_grad()
+    def step(self, closure=None):  # noqa: ANN001, ANN201
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = p.grad.add(p, alpha=group["weight_decay"])
+                if "buffer" not in self.state[p]:
+                    self.state[p]["buffer"] = g.clone()
+                else:
+                    self.state[p]["buffer"].mul_(group["momentum"]).add_(g)
+                p.add_(self.state[p]["buffer"], alpha=-group["lr"])
+
+
+class Rebinding(HeavyBall):
+    """The same update, written as `p.data = new tensor`: its parameters stop being views."""
+
+    @torch.no_grad()
+    def step(self, closure=None):  # noqa: ANN001, ANN201
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.data = p.data - group["lr"] * p.grad
+
+
+class LateRebinding(HeavyBall):
+    """In place for two steps (it passes the probe), then rebinding."""
+
+    @torch.no_grad()
+    def step(self, closure=None):  # noqa: ANN001, ANN201
+        self.steps = getattr(self, "steps", 0) + 1
+        return (super().step if self.steps <= 2 else Rebinding.step.__get__(self))()
+
+
+class OtherMLP(MLP):
+    """An MLP under another class name: only harness.models.MLP stacks."""
+
+
+def counting_mnist(**kwargs):  # noqa: ANN003, ANN201
+    """load_mnist, noting each call in the file $COUNT_LOADS (any process)."""
+    with open(os.environ["COUNT_LOADS"], "a") as log:
+        log.write(f"{os.getpid()}\n")
+    return load_mnist(**kwargs)
+
+
+def configs(mnist_dir, *variants, base=("model=net2",)):
+    with hydra_context():
+        return [
+            compose_config([f"data.root={mnist_dir}", *small("float64", 40, 20, 10), *base, *v])
+            for v in variants
+        ]
+
+
+def test_composer_gives_hydras_configs(tmp_path):
+    """Every job of a sweep with group, value, add, delete, list and Hydra overrides."""
+    overrides = [
+        "model=net1,mlp",
+        "optimizer=sgd,adam",
+        "optimizer.lr=0.1,0.01",
+        "model.hidden=[10],[20,10]",
+        "+train.note=a,b",
+        "~sweep.append",
+        "experiment=smoke",
+        "+hydra.job.env_set.SOME_VAR=1",
+        f"hydra.sweep.dir={tmp_path}",
+    ]
+    with hydra_context():
+        loader = GlobalHydra.instance().config_loader()
+        master = loader.load_configuration("config", overrides, RunMode.MULTIRUN)
+        composer = SweepComposer(loader, master)
+        jobs = sweep_jobs(master)
+        assert len(jobs) == 64  # 2**6: the smoke study's seed axis and five of the command line
+        for job in jobs:
+            expected = OmegaConf.to_container(loader.load_sweep_config(master, job))
+            assert OmegaConf.to_container(composer.compose(job)) == expected, job
+        assert len(composer.templates) == 4  # one per model x optimizer
+
+
+def test_third_party_optimizer_trains_exactly_in_a_stack(tmp_path, mnist_dir):
+    target = "optimizer._target_=test_launcher.HeavyBall"
+    cfgs = configs(
+        mnist_dir,
+        ["optimizer=momentum", target, "optimizer.lr=0.05"],
+        ["optimizer=momentum", target, "optimizer.lr=0.02", "optimizer.weight_decay=0.001"],
+        ["optimizer=rmsprop"],
+    )
+    assert all(refusal(cfg) is None for cfg in cfgs)
+    stacked = execute_group([(cfg, tmp_path / f"stacked{i}", {}) for i, cfg in enumerate(cfgs)])
+    for i, (cfg, record) in enumerate(zip(cfgs, stacked, strict=True)):
+        single = execute(cfg, tmp_path / f"single{i}", {})
+        a, b = (
+            pd.read_parquet(tmp_path / f"{n}{i}/metrics.parquet") for n in ("stacked", "single")
+        )
+        assert max_difference(a, b) <= 1e-10
+        assert record["engine"] == "stacked" and single["engine"] == "single"
+    assert [r["update_path"] for r in stacked] == [
+        "optimizer_step",
+        "optimizer_step",
+        "stacked_rule",
+    ]
+
+
+def test_an_optimizer_that_replaces_its_tensors_is_refused_a_stack(tmp_path, mnist_dir, caplog):
+    target = "optimizer._target_=test_launcher.Rebinding"
+    cfgs = configs(mnist_dir, ["optimizer=momentum", target], ["optimizer=momentum", target])
+    reason = refusal(cfgs[0])
+    assert reason is not None and "replaces its parameters' tensors" in reason
+    # Trained anyway: each with the single-run engine, and the log says why.
+    with caplog.at_level(logging.INFO, logger="harness"):
+        records = execute_jobs([(c, tmp_path / str(i), {}) for i, c in enumerate(cfgs)])
+    assert [r["engine"] for r in records] == ["single", "single"]
+    assert "2 run(s) cannot stack, optimizer test_launcher.Rebinding" in caplog.text
+    # One that passes the probe and rebinds later is caught then, before anything is written.
+    late = ["optimizer=momentum", "optimizer._target_=test_launcher.LateRebinding"]
+    cfgs = configs(mnist_dir, late, late)
+    with pytest.raises(HarnessError, match="LateRebinding.step\\(\\) replaced its parameters"):
+        execute_group([(c, tmp_path / f"late{i}", {}) for i, c in enumerate(cfgs)])
+    assert not list(tmp_path.glob("late*"))
+
+
+def test_a_model_that_cannot_stack_says_so(tmp_path, mnist_dir, caplog):
+    cfgs = configs(
+        mnist_dir,
+        ["model._target_=test_launcher.OtherMLP", "optimizer=sgd"],
+        ["model._target_=test_launcher.OtherMLP", "optimizer=adam"],
+        ["optimizer=sgd"],
+        ["optimizer=adam"],
+    )
+    with caplog.at_level(logging.INFO, logger="harness"):
+        records = execute_jobs([(c, tmp_path / str(i), {}) for i, c in enumerate(cfgs)])
+    assert [r["engine"] for r in records] == ["single", "single", "stacked", "stacked"]
+    assert "its model test_launcher.OtherMLP is not harness.models.MLP" in caplog.text
+
+
+def test_engines(tmp_path, mnist_dir):
+    """auto stacks runs that group and trains a run alone in its group by itself; stacked makes
+    a stack of one too; single never stacks."""
+    cfgs = configs(
+        mnist_dir,
+        ["optimizer=sgd"],
+        ["optimizer=adam"],
+        ["optimizer=sgd", "seed=8"],  # alone in its group
+        ["optimizer=sgd", "seed=9", "train.engine=stacked"],  # alone too
+        ["optimizer=adam", "train.engine=single"],
+    )
+    records = execute_jobs([(c, tmp_path / str(i), {}) for i, c in enumerate(cfgs)])
+    assert [r["engine"] for r in records] == ["stacked", "stacked", "single", "stacked", "single"]
+
+
+def test_small_sweeps_train_without_worker_processes(tmp_path, mnist_dir, monkeypatch):
+    cfgs = configs(mnist_dir, ["optimizer=sgd"], ["optimizer=adam"])
+    assert sum(map(estimated_work, cfgs)) < WORKER_THRESHOLD
+    with hydra_context():
+        course = compose_config(["experiment=course", f"data.root={mnist_dir}"])
+    assert 27 * estimated_work(course) > WORKER_THRESHOLD  # one seed of the course study
+
+    def no_workers(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("a small sweep started worker processes")
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", no_workers)
+    records = execute_jobs([(c, tmp_path / str(i), {}) for i, c in enumerate(cfgs)], workers=2)
+    assert [r["engine"] for r in records] == ["stacked", "stacked"]
+
+
+def test_workers_get_the_data_without_loading_it_again(tmp_path, mnist_dir, monkeypatch):
+    loads = tmp_path / "loads.txt"
+    monkeypatch.setenv("COUNT_LOADS", str(loads))
+    cfgs = configs(
+        mnist_dir,
+        *[
+            [f"optimizer={o}", "data._target_=test_launcher.counting_mnist"]
+            for o in ("sgd", "adam")
+        ],
+    )
+    launcher.run_module._DATA.clear()
+    records = execute_jobs(
+        [(c, tmp_path / str(i), {}) for i, c in enumerate(cfgs)], workers=2, use_workers=True
+    )
+    assert len(records) == 2 and loads.read_text().split() == [str(os.getpid())]
+    for i, cfg in enumerate(cfgs):  # and they train as they would here
+        single = execute(cfg, tmp_path / f"single{i}", {})
+        assert records[i]["final"] == pytest.approx(single["final"], abs=1e-10)
+
+
+def test_help_says_what_a_sweep_does():
+    result = run_cli("--help", cwd=CONF_DIR)
+    assert result.returncode == 0
+    assert "A sweep trains by the fastest exact path by default" in result.stdout
