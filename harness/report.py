@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import LogFormatter, LogLocator, NullFormatter, NullLocator
+from matplotlib.ticker import LogFormatter, LogLocator, MaxNLocator, NullFormatter, NullLocator
 
 from harness import analysis
 from harness.errors import HarnessError, exit_with_error
@@ -376,6 +376,7 @@ def convergence_figure(
             labels.append(label)
         ax.set_title(net_title(bands, net))
         ax.set_xlabel(X_LABELS.get(x, x))
+        ax.xaxis.set_major_locator(MaxNLocator(5))  # long runs: 20000 needs room
         if not is_percent(metric):
             _log_y(ax)
         elif accuracy_scale == "logit":
@@ -1099,8 +1100,9 @@ def summary_markdown(
         "",
         f"## Final metrics at the best learning rate (batch {batch})",
         "",
-        "Best learning rate per net and optimizer: the highest mean final test accuracy "
-        "(configs with a diverged seed last). Bold: the best optimizer of the net.",
+        "Best learning rate per net and setting (each optimizer, and any other key that "
+        "varies): the highest mean final test accuracy (configs with a diverged seed last). "
+        "Bold: the best setting of the net.",
     ]
     for metric in analysis.SUMMARY_METRICS:
         parts += [
@@ -1120,7 +1122,7 @@ def summary_markdown(
         f"## Time to {percent(target)} test accuracy",
         "",
         "Iterations and training seconds (evaluations excluded) until test accuracy first "
-        "reaches the target, at each optimizer's fastest learning rate, mean over seeds; a "
+        "reaches the target, at each setting's fastest learning rate, mean over seeds; a "
         "learning rate counts only when every seed reaches the target. Resolution: the "
         "evaluation interval.",
         "",

@@ -199,11 +199,6 @@ def _consolidated(paths: list[Path], table: str) -> list[pd.DataFrame]:
     for sweep_dir in find_sweep_dirs(paths):
         if (sweep_dir / table).exists():
             frame = pd.read_parquet(sweep_dir / table)
-            if table == RUNS_TABLE and "config" not in frame:
-                raise DataError(
-                    f"{sweep_dir / table} was written before runs recorded their identity; "
-                    f"add it with: python experiments/backfill_configs.py {sweep_dir}"
-                )
             frames.append(frame.assign(run_dir=[str(sweep_dir / r) for r in frame["run_dir"]]))
     return frames
 
@@ -230,8 +225,21 @@ def load_runs(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     runs = _merge(_consolidated(paths, RUNS_TABLE), fresh)
     if runs.empty:
         return pd.DataFrame(columns=[*ID_COLUMNS, "config_id", "status", "run_dir"])
+    _require_identities(runs)
     runs = runs.drop(columns=config_keys(runs))  # recomputed over all the loaded runs
     return with_config_columns(runs).sort_values([*ID_COLUMNS, "run_dir"], ignore_index=True)
+
+
+def _require_identities(runs: pd.DataFrame) -> None:
+    """Consolidated tables written before runs recorded their identity (`config`) cannot be
+    summarised right: say how to add it (runs whose folders are here have it from run.json)."""
+    missing = runs["config"].isna() if "config" in runs else pd.Series(True, index=runs.index)
+    if missing.any():
+        sweeps = sorted({str(Path(d).parent) for d in runs.loc[missing, "run_dir"]})
+        raise DataError(
+            f"{', '.join(sweeps)}: runs.parquet was written before runs recorded their identity; "
+            f"add it with: python experiments/backfill_configs.py {sweeps[0]}"
+        )
 
 
 # Columns of the runs table that curves carry on every row.
