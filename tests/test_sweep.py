@@ -28,10 +28,10 @@ def sweep(tmp_path, *overrides, name="sweep"):
     "experiment,jobs",
     [
         ("smoke", 8),
-        ("course", 81),
+        ("course", 90),
         ("lr_grid", 810),
         ("momentum", 120),
-        ("batch_size", 42),
+        ("batch_size", 252),
         ("depth", 60),
     ],
 )
