@@ -347,6 +347,7 @@ def convergence_figure(
     k = scale(metric)
     nets = net_order(bands)
     styles = setting_styles(bands)
+    tuning = set(curves.loc[curves["metric"] == "momentum", "config_id"])  # they set their lr
     fig, axes = _figure(len(nets), sharey=False)
     for ax, net in zip(axes[0], nets, strict=True):
         panel = bands[bands["net"] == net]
@@ -366,7 +367,8 @@ def convergence_figure(
                 line[x], line["mean"] * k, color=style["color"], ls=style["ls"], lw=1.6
             )
             first = line.iloc[0]
-            label = f"{setting}, lr {_lr_text(first['lr'])}"
+            tuned = first["config_id"] in tuning
+            label = f"{setting}, lr {'tuned' if tuned else _lr_text(first['lr'])}"
             if first["n_diverged"]:
                 ax.plot(
                     line[x].iloc[-1:], line["mean"].iloc[-1:] * k, "x", color=style["color"], ms=8
