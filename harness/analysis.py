@@ -49,7 +49,8 @@ SHORT_COLUMNS = {
     BATCH_KEY: "batch_size",
     HIDDEN_KEY: "hidden",
 }
-# Per-run metrics summarised over seeds by default.
+# Per-run metrics summarised over seeds by default, for a problem whose quality metric is
+# accuracy (the course's); `summary_metrics` gives them for any problem.
 SUMMARY_METRICS = ("final_test_accuracy", "final_train_loss", "best_test_accuracy")
 # Which way is better for a metric (True: higher); metrics not listed: lower is better.
 HIGHER_IS_BETTER = {
@@ -64,6 +65,29 @@ COURSE_BATCH_SIZE = 128
 
 def higher_is_better(metric: str) -> bool:
     return HIGHER_IS_BETTER.get(metric, "accuracy" in metric)
+
+
+def quality(frame: pd.DataFrame) -> str:
+    """The quality metric of the runs in `frame`, as their problem names it (accuracy, rmse);
+    runs recorded before problems named it are classification runs: accuracy."""
+    if "quality" not in frame or frame["quality"].isna().all():
+        return "accuracy"
+    names = frame["quality"].dropna().unique()
+    if len(names) > 1:
+        raise ValueError(f"runs of problems with different quality metrics: {', '.join(names)}")
+    return str(names[0])
+
+
+def final_quality(frame: pd.DataFrame) -> str:
+    """The column that ranks configs by default: final_test_<quality>."""
+    return f"final_test_{quality(frame)}"
+
+
+def summary_metrics(frame: pd.DataFrame) -> tuple[str, str, str]:
+    """The per-run metrics summarised over seeds: final and best test quality, final training
+    loss."""
+    q = quality(frame)
+    return (f"final_test_{q}", "final_train_loss", f"best_test_{q}")
 
 
 # --- identity: keys, groups and labels --------------------------------------------------------
@@ -223,7 +247,7 @@ def _summary_columns(frame: pd.DataFrame, counts: Sequence[str], stat_cols: Sequ
 
 def summarize(
     runs: pd.DataFrame,
-    metrics: Sequence[str] = SUMMARY_METRICS,
+    metrics: Sequence[str] | None = None,
     confidence: float = 0.95,
 ) -> pd.DataFrame:
     """One row per config: the number of seeds and of diverged runs, and per metric its mean
@@ -234,15 +258,17 @@ def summarize(
     """
     if runs.empty:
         return pd.DataFrame(columns=[*LABEL_COLUMNS, "net", "setting", "config_id", "n_seeds"])
+    metrics = metrics or summary_metrics(runs)
     table = _aggregate(runs, metrics, confidence)
     diverged = runs["status"].eq("diverged").groupby(runs["config_id"]).sum()
     table["n_diverged"] = table["config_id"].map(diverged).astype(int)
-    return table[_summary_columns(table, ["n_diverged"], _stat_cols(metrics))]
+    table["quality"] = quality(runs)
+    return table[[*_summary_columns(table, ["n_diverged"], _stat_cols(metrics)), "quality"]]
 
 
 def best_configs(
     summary: pd.DataFrame,
-    by: str = "final_test_accuracy",
+    by: str | None = None,
     tune: Sequence[str] = (LR_KEY,),
 ) -> pd.DataFrame:
     """The best config (by the mean of `by` over seeds) among those that differ only in the
@@ -251,6 +277,7 @@ def best_configs(
     without one; ties go to the lower mean final train loss, then the smaller learning rate."""
     if summary.empty:
         return summary.copy()
+    by = by or final_quality(summary)
     ranked = summary.assign(
         _diverged=summary["n_diverged"] > 0,
         _score=(summary[f"{by}_mean"] * (-1 if higher_is_better(by) else 1)).fillna(math.inf),
@@ -275,7 +302,7 @@ def reference_batch_size(runs: pd.DataFrame) -> int:
 
 
 def best_at_reference_batch(
-    runs: pd.DataFrame, by: str = "final_test_accuracy", batch_size: int | None = None
+    runs: pd.DataFrame, by: str | None = None, batch_size: int | None = None
 ) -> tuple[int, pd.DataFrame]:
     """(batch size, best configs): the best learning rate of every other config at the reference
     batch size (or `batch_size`), as the convergence figures, the final-metrics tables and the
@@ -342,14 +369,16 @@ def curve_bands(
 
 
 def time_to_target(
-    curves: pd.DataFrame, target: float = 0.97, metric: str = "test_accuracy"
+    curves: pd.DataFrame, target: float = 0.97, metric: str | None = None
 ) -> pd.DataFrame:
     """Per run: the first evaluation at which `metric` reaches `target` (>= for accuracies,
     <= for losses): its iteration, epoch and optimisation seconds (`time_s`, evaluations
     excluded); NaN and reached=False when the run never gets there.
 
     Resolution is the sweep's evaluation interval (train.eval_every)."""
+    metric = metric or f"test_{quality(curves)}"
     columns = [*ID_COLUMNS, *config_keys(curves), "config_id", "status", "run_dir"]
+    columns += ["quality"] if "quality" in curves else []
     points = curves[curves["metric"] == metric]
     per_run = curves.drop_duplicates("run_dir")[columns].reset_index(drop=True)
     reached = points["value"] >= target if higher_is_better(metric) else points["value"] <= target
@@ -390,7 +419,8 @@ def summarize_time_to_target(ttt: pd.DataFrame, confidence: float = 0.95) -> pd.
     for measure in TARGET_MEASURES:
         table[f"{measure}_cost"] = table[f"{measure}_mean"].where(all_reached, math.inf)
     stat_cols = _stat_cols(TARGET_MEASURES, ("mean", "ci", "min", "max", "cost"))
-    return table[_summary_columns(table, ["n_reached"], stat_cols)]
+    table["quality"] = quality(ttt)
+    return table[[*_summary_columns(table, ["n_reached"], stat_cols), "quality"]]
 
 
 def fastest_configs(target_summary: pd.DataFrame, measure: str) -> pd.DataFrame:
@@ -413,7 +443,7 @@ def fastest_configs(target_summary: pd.DataFrame, measure: str) -> pd.DataFrame:
 
 
 def lr_table(
-    runs: pd.DataFrame, batch_size: int, by: str = "final_test_accuracy"
+    runs: pd.DataFrame, batch_size: int, by: str | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """At `batch_size`: the summary of every config (one point per learning rate of each
     setting), and the best learning rate of each setting (by `by`). Returns (per_lr, best)."""
@@ -449,15 +479,17 @@ def along(table: pd.DataFrame, key: str) -> pd.DataFrame:
 def axis_table(
     runs: pd.DataFrame,
     key: str,
-    by: str = "final_test_accuracy",
-    metrics: Sequence[str] = (*SUMMARY_METRICS, "train_time_s"),
+    by: str | None = None,
+    metrics: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Per net, setting and value of the config key `key` (batch size, momentum, ...): the
-    summary row of the best learning rate there (by `by`), `along` that key."""
+    summary row of the best learning rate there (by `by`), `along` that key, with the summary
+    metrics, the training time and the time per step summarised."""
+    metrics = (*summary_metrics(runs), "train_time_s", "step_time_s", *metrics)
     return along(best_configs(summarize(runs, metrics=metrics), by=by), key)
 
 
-def batch_size_table(runs: pd.DataFrame, by: str = "final_test_accuracy") -> pd.DataFrame:
+def batch_size_table(runs: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
     """Per net, setting and batch size: the summary row of the best learning rate there (with
     the training time summarised too)."""
     return axis_table(runs, BATCH_KEY, by)
@@ -513,24 +545,43 @@ def profile_costs(table: pd.DataFrame, cost: str, solver: str = "optimizer") -> 
 
 
 def profile_tables(
-    runs: pd.DataFrame, curves: pd.DataFrame, target: float
+    runs: pd.DataFrame, curves: pd.DataFrame, target: float | None
 ) -> dict[str, pd.DataFrame]:
     """Cost matrices (problems x optimizers) of the performance profiles: iterations and
-    seconds to `target` test accuracy, and final training loss; each optimizer at its best
-    setting per problem. A config with a seed that diverged or did not reach the target counts
-    as failed."""
-    ttt = summarize_time_to_target(time_to_target(curves, target))
+    seconds to `target` test quality (without a target: none), and final training loss; each
+    optimizer at its best setting per problem. A config with a seed that diverged or did not
+    reach the target counts as failed."""
     summary = summarize(runs)
     loss = summary.assign(
         final_train_loss_cost=summary["final_train_loss_mean"].where(
             summary["n_diverged"] == 0, math.inf
         )
     )
+    tables = {"final_train_loss": profile_costs(loss, "final_train_loss_cost")}
+    if target is None:
+        return tables
+    ttt = summarize_time_to_target(time_to_target(curves, target))
     return {
         "iterations_to_target": profile_costs(ttt, "iterations_to_target_cost"),
         "seconds_to_target": profile_costs(ttt, "seconds_to_target_cost"),
-        "final_train_loss": profile_costs(loss, "final_train_loss_cost"),
+        **tables,
     }
+
+
+def quality_at_time(
+    runs: pd.DataFrame, curves: pd.DataFrame, seconds: float | None = None
+) -> tuple[float, pd.DataFrame]:
+    """(seconds, table): per config, the test quality at the last evaluation within `seconds`
+    of training (evaluations excluded; default: the shortest training time of any run, so that
+    every config has a value), mean over seeds, and the time per step: what each setting
+    reaches in the same time rather than in the same number of steps."""
+    metric = f"test_{quality(runs)}"
+    seconds = float(runs["train_time_s"].min()) if seconds is None else seconds
+    points = curves[(curves["metric"] == metric) & (curves["time_s"] <= seconds)]
+    last = points.sort_values("iteration").groupby("run_dir")["value"].last()
+    column = f"{metric}_at_time"
+    per_run = runs.assign(**{column: runs["run_dir"].map(last)})
+    return seconds, summarize(per_run, metrics=(column, "step_time_s"))
 
 
 def performance_profile(costs: pd.DataFrame, taus: Sequence[float] | None = None) -> pd.DataFrame:

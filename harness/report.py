@@ -78,14 +78,20 @@ PANEL_WIDTH, PANEL_HEIGHT = 4.2, 3.3
 BAND_ALPHA = 0.18
 
 METRIC_LABELS = {
-    "train_loss": "training loss (nats)",
-    "test_loss": "test loss (nats)",
-    "batch_loss": "mini-batch loss (nats)",
+    "train_loss": "training loss",
+    "test_loss": "test loss",
+    "batch_loss": "mini-batch loss",
     "test_accuracy": "test accuracy (%)",
+    "test_rmse": "test RMSE",
+    "train_rmse": "training RMSE",
+    "test_truth_rmse": "RMSE against the noiseless truth",
+    "final_test_rmse": "final test RMSE",
+    "best_test_rmse": "best test RMSE",
+    "step_time_s": "time per step (s)",
     "train_accuracy": "training accuracy (%)",
     "lr": "learning rate",
-    "final_train_loss": "final training loss (nats)",
-    "final_test_loss": "final test loss (nats)",
+    "final_train_loss": "final training loss",
+    "final_test_loss": "final test loss",
     "final_test_accuracy": "final test accuracy (%)",
     "best_test_accuracy": "best test accuracy (%)",
     "train_time_s": "training time (s, evaluations excluded)",
@@ -225,6 +231,23 @@ def _log_label(label: str) -> str:
     return label[:-1] + "; log scale)" if label.endswith(")") else label + " (log scale)"
 
 
+# The loss of each quality metric's problem, as titles name it.
+LOSS_NAMES = {"accuracy": "cross-entropy, nats", "rmse": "mean squared error"}
+
+
+def default_target(quality: str) -> float | None:
+    """The target of time-to-target when none is given: 97 % for accuracy; none otherwise (a
+    good RMSE depends on the data)."""
+    return DEFAULT_TARGET if quality == "accuracy" else None
+
+
+def target_text(target: float, quality: str = "accuracy") -> str:
+    """'97 % test accuracy', 'test rmse 0.9'."""
+    if quality == "accuracy":
+        return f"{percent(target)} test accuracy"
+    return f"test {quality} {target:g}"
+
+
 def percent(fraction: float) -> str:
     """0.97 -> '97 %'."""
     return f"{fraction * 100:.4g} %"
@@ -329,7 +352,7 @@ def convergence_figure(
     metric: str = "train_loss",
     x: str = "iteration",
     batch_size: int | None = None,
-    by: str = "final_test_accuracy",
+    by: str | None = None,
     accuracy_scale: str = "logit",
 ) -> Figure:
     """One panel per net, one curve per setting (each optimizer, and any other key that varies)
@@ -401,7 +424,7 @@ def convergence_figure(
     axes[0, 0].set_ylabel(ylabel)
     name = METRIC_LABELS.get(metric, metric).split(" (")[0]
     if "loss" in metric:
-        name += " (cross-entropy)"
+        name += f" ({LOSS_NAMES.get(analysis.quality(runs), 'loss')})"
     fig.suptitle(
         f"{name.capitalize()} against {x.replace('_s', '')}s: each setting at its best "
         f"learning rate ({fixed_text(analysis.runs_of(runs, configs))})\n"
@@ -494,14 +517,16 @@ def _legend_of_settings(fig: Figure, styles: dict[str, dict], extra=()) -> None:
 def lr_sensitivity_figure(
     runs: pd.DataFrame,
     batch_size: int | None = None,
-    metrics: Sequence[str] = ("final_train_loss", "final_test_accuracy"),
-    by: str = "final_test_accuracy",
+    metrics: Sequence[str] | None = None,
+    by: str | None = None,
 ) -> Figure:
     """Final metrics against the learning rate (log x), one panel per net and metric, one line
     per setting (each optimizer, and any other key that varies): mean over seeds with min-max
     error bars; a star marks the best learning rate (by `by`), a cross at the panel's edge a
     learning rate with a diverged seed."""
     batch_size = batch_size or analysis.reference_batch_size(runs)
+    metrics = metrics or ("final_train_loss", analysis.final_quality(runs))
+    by = by or analysis.final_quality(runs)
     per_lr, best = analysis.lr_table(runs, batch_size, by)
     lrs_per = per_lr.groupby(["net", "setting"], dropna=False)["lr"].nunique()
     if per_lr.empty or lrs_per.max() < 2:
@@ -626,8 +651,8 @@ def _length_text(runs: pd.DataFrame) -> str:
 
 def batch_size_figure(
     runs: pd.DataFrame,
-    metrics: Sequence[str] = ("final_test_accuracy", "train_time_s"),
-    by: str = "final_test_accuracy",
+    metrics: Sequence[str] | None = None,
+    by: str | None = None,
 ) -> Figure:
     """Final test accuracy and training time against the batch size (log2 x), one panel per net
     and metric, one line per setting (each optimizer, and any other key that varies: the
@@ -639,7 +664,7 @@ def batch_size_figure(
     return axis_figure(
         analysis.batch_size_table(runs, by),
         analysis.BATCH_KEY,
-        metrics,
+        metrics or (analysis.final_quality(runs), "train_time_s"),
         f"Batch size: each setting at its best learning rate per batch size ({_length_text(runs)})",
     )
 
@@ -647,15 +672,17 @@ def batch_size_figure(
 def key_figure(
     runs: pd.DataFrame,
     key: str,
-    metrics: Sequence[str] = ("final_test_accuracy", "best_test_accuracy"),
-    by: str = "final_test_accuracy",
+    metrics: Sequence[str] | None = None,
+    by: str | None = None,
 ) -> Figure:
-    """Final and best test accuracy against any numeric config key the sweep varies (momentum,
-    weight decay, ...), each setting at its best learning rate for each value."""
+    """Final and best test quality and the time per step against any numeric config key the
+    sweep varies (momentum, weight decay, table size, ...), each setting at its best learning
+    rate for each value."""
+    final, _, best = analysis.summary_metrics(runs)
     return axis_figure(
         analysis.axis_table(runs, key, by),
         key,
-        metrics,
+        metrics or (final, best, "step_time_s"),
         f"{AXIS_LABELS.get(key, key).split(' (')[0]}: each setting at its best learning rate "
         f"per value ({_length_text(runs)})",
     )
@@ -672,23 +699,24 @@ def time_to_target_by_batch_figure(
     if target_summary.empty or target_summary["batch_size"].nunique() < 2:
         raise Skipped("the sweep has a single batch size: no batch-size axis")
     if target_summary["n_reached"].sum() == 0:
-        raise Skipped(f"no run reached {percent(target)} test accuracy")
+        raise Skipped(f"no run reached {target_text(target, analysis.quality(target_summary))}")
     table = analysis.fastest_along(target_summary, analysis.BATCH_KEY, measures)
     return axis_figure(
         table,
         analysis.BATCH_KEY,
         measures,
-        f"Time to {percent(target)} test accuracy against the batch size, each setting at its "
-        "fastest learning rate per batch size",
+        f"Time to {target_text(target, analysis.quality(target_summary))} against the batch "
+        "size, each setting at its fastest learning rate per batch size",
     )
 
 
 @_styled
-def effective_step_figure(runs: pd.DataFrame, metric: str = "final_test_accuracy") -> Figure:
+def effective_step_figure(runs: pd.DataFrame, metric: str | None = None) -> Figure:
     """Momentum and learning rate together: `metric` against the effective step lr / (1 - μ)
     (log x), one panel per net, one line per setting and momentum (every learning rate, mean
     over seeds with min-max error bars). Lines that fall on one curve say that only the
     effective step matters."""
+    metric = metric or analysis.final_quality(runs)
     table = analysis.effective_steps(runs)
     per_line = table.groupby(["net", "line"])["momentum"].nunique()
     if table.empty or per_line.max() < 2 or table["lr"].nunique() < 2:
@@ -739,7 +767,7 @@ def time_to_target_figure(
     seeds, min-max error bars); 'not reached' where no learning rate got there with every
     seed."""
     if target_summary.empty or target_summary["n_reached"].sum() == 0:
-        raise Skipped(f"no run reached {percent(target)} test accuracy")
+        raise Skipped(f"no run reached {target_text(target, analysis.quality(target_summary))}")
     nets = net_order(target_summary)
     fig, axes = _figure(len(nets), len(measures))
     for row, measure in enumerate(measures):
@@ -779,7 +807,8 @@ def time_to_target_figure(
                 ax.set_xlim(0, 1)
                 ax.set_xticks([])
     fig.suptitle(
-        f"Time to {percent(target)} test accuracy at each setting's fastest learning rate\n"
+        f"Time to {target_text(target, analysis.quality(target_summary))} at each setting's "
+        "fastest learning rate\n"
         f"mean over {_seeds_text(target_summary['n_seeds'])}, error bars: min-max over seeds "
         "(resolution: the evaluation interval)"
     )
@@ -808,7 +837,9 @@ def _profile_ticks(tau_max: float) -> list[float]:
 
 
 @_styled
-def performance_profile_figure(costs: dict[str, pd.DataFrame], target: float) -> Figure:
+def performance_profile_figure(
+    costs: dict[str, pd.DataFrame], target: float, quality: str = "accuracy"
+) -> Figure:
     """Performance profiles (Dolan & More), one panel per cost: the share of problems on which
     each optimizer is within a factor tau of the best optimizer (step functions, log2 tau)."""
     usable = {k: c for k, c in costs.items() if len(c) and np.isfinite(c.to_numpy()).any()}
@@ -842,7 +873,7 @@ def performance_profile_figure(costs: dict[str, pd.DataFrame], target: float) ->
         ax.set_ylim(-3, 103)
         label = PROFILE_LABELS.get(key, key)
         if "target" in key:
-            label = label.replace("target", f"{percent(target)} test accuracy")
+            label = label.replace("target", target_text(target, quality))
         ax.set_title(f"{label}\n({len(matrix)} problems)", fontsize=10)
         ax.set_xlabel("tau: factor of the best optimizer's cost (log scale)")
     axes[0, 0].set_ylabel("problems within tau of the best (%)")
@@ -852,16 +883,17 @@ def performance_profile_figure(costs: dict[str, pd.DataFrame], target: float) ->
     ]
     _legend_below(fig, handles, names)
     fig.suptitle(
-        "Performance profiles: problems = net x batch size, each optimizer at its best "
+        "Performance profiles: problems = net and any other key that varies, each optimizer at "
+        "its best "
         "learning rate per problem\na config counts as failed when a seed diverged or missed "
-        "the target" + _left_out_text(costs, usable, target)
+        "the target" + _left_out_text(costs, usable, target, quality)
     )
     return fig
 
 
-def _left_out_text(costs: dict, usable: dict, target: float) -> str:
+def _left_out_text(costs: dict, usable: dict, target: float, quality: str) -> str:
     left_out = [
-        PROFILE_LABELS.get(k, k).replace("target", percent(target))
+        PROFILE_LABELS.get(k, k).replace("target", target_text(target, quality))
         for k in costs
         if k not in usable
     ]
@@ -884,9 +916,10 @@ def _metric_digits(metric: str) -> int:
     return 2 if is_percent(metric) else 4
 
 
-def final_metrics_table(best: pd.DataFrame, metric: str = "final_test_accuracy") -> pd.DataFrame:
+def final_metrics_table(best: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
     """Net x setting: mean ± 95 % CI over seeds of `metric` at the best learning rate (given
     in brackets), accuracies in %; the best setting of each net in bold (Markdown **)."""
+    metric = metric or analysis.final_quality(best)
     k, digits = scale(metric), _metric_digits(metric)
     rows = {}
     for net in net_order(best):
@@ -924,7 +957,7 @@ def configs_table(summary: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
             "seeds": int(r["n_seeds"]),
             "diverged": int(r["n_diverged"]),
         }
-        for metric in analysis.SUMMARY_METRICS:
+        for metric in analysis.summary_metrics(summary):
             label = METRIC_LABELS[metric]
             row[label] = _fmt(
                 r[f"{metric}_mean"], r[f"{metric}_ci"], scale(metric), _metric_digits(metric)
@@ -994,6 +1027,8 @@ class Report:
 FIGURES = {
     "convergence_train_loss": "training loss against iterations",
     "convergence_test_accuracy": "test accuracy against iterations",
+    "convergence_test_rmse": "test RMSE against iterations",
+    "convergence_time": "test quality against training time",
     "lr_sensitivity": "final metrics against the learning rate",
     "batch_size": "test accuracy and training time against the batch size",
     "time_to_target_by_batch": "iterations and seconds to the target against the batch size",
@@ -1009,21 +1044,43 @@ def figure_title(name: str) -> str:
     return FIGURES.get(name, f"final and best test accuracy against {name}")
 
 
+def _target_summary(curves: pd.DataFrame, target: float | None, quality: str) -> pd.DataFrame:
+    """Time to target per config; Skipped when there is no target."""
+    if target is None:
+        raise Skipped(f"no target for test {quality} (give one with --target)")
+    return analysis.summarize_time_to_target(analysis.time_to_target(curves, target))
+
+
 def make_figures(
-    runs: pd.DataFrame, curves: pd.DataFrame, target: float
+    runs: pd.DataFrame, curves: pd.DataFrame, target: float | None
 ) -> dict[str, Figure | Skipped]:
-    """Every figure of the report by name, or the Skipped exception that says why not."""
-    target_summary = analysis.summarize_time_to_target(analysis.time_to_target(curves, target))
+    """Every figure of the report by name, or the Skipped exception that says why not.
+    Figures of time to target need a `target` (for accuracy, `default_target` gives one)."""
+    q = analysis.quality(runs)
+    try:
+        ttt: pd.DataFrame | Skipped = _target_summary(curves, target, q)
+    except Skipped as exc:
+        ttt = exc
+
+    def with_target(draw: Callable[[pd.DataFrame, float], Figure]) -> Callable[[], Figure]:
+        def make() -> Figure:
+            if isinstance(ttt, Skipped):
+                raise ttt
+            return draw(ttt, target)
+
+        return make
+
     makers = {
         "convergence_train_loss": lambda: convergence_figure(runs, curves, "train_loss"),
-        "convergence_test_accuracy": lambda: convergence_figure(runs, curves, "test_accuracy"),
+        f"convergence_test_{q}": lambda: convergence_figure(runs, curves, f"test_{q}"),
+        "convergence_time": lambda: convergence_figure(runs, curves, f"test_{q}", x="time_s"),
         "lr_sensitivity": lambda: lr_sensitivity_figure(runs),
         "batch_size": lambda: batch_size_figure(runs),
-        "time_to_target_by_batch": lambda: time_to_target_by_batch_figure(target_summary, target),
+        "time_to_target_by_batch": with_target(time_to_target_by_batch_figure),
         "effective_step": lambda: effective_step_figure(runs),
-        "time_to_target": lambda: time_to_target_figure(target_summary, target),
+        "time_to_target": with_target(time_to_target_figure),
         "performance_profile": lambda: performance_profile_figure(
-            analysis.profile_tables(runs, curves, target), target
+            analysis.profile_tables(runs, curves, target), target, q
         ),
         "tuned_hyperparameters": lambda: tuned_hyperparameters_figure(runs, curves),
     }
@@ -1055,19 +1112,40 @@ def show(make: Callable[..., Figure], *args, **kwargs) -> Figure | None:
         return None
 
 
+def quality_at_time_markdown(runs: pd.DataFrame, curves: pd.DataFrame) -> list[str]:
+    """The section of the summary on quality after the same training time, and time per step,
+    for the best configs at the reference batch size."""
+    seconds, table = analysis.quality_at_time(runs, curves)
+    _, best = analysis.best_at_reference_batch(runs)
+    chosen = table[table["config_id"].isin(best["config_id"])]
+    metric = f"test_{analysis.quality(runs)}_at_time"
+    return [
+        "",
+        f"## Test {analysis.quality(runs)} after {seconds:.3g} s of training",
+        "",
+        "The same training time for every config (the shortest run's), evaluations excluded: "
+        "the last evaluation within it, at each setting's best learning rate. Then the time per "
+        "optimizer step (seconds; a stacked run's is its stack's).",
+        "",
+        markdown_table(final_metrics_table(chosen, metric)),
+        "",
+        markdown_table(final_metrics_table(chosen, "step_time_s")),
+    ]
+
+
 def summary_markdown(
     sweep: Path,
     runs: pd.DataFrame,
     curves: pd.DataFrame,
-    target: float,
+    target: float | None,
     figures: dict[str, str] | None = None,
     skipped: dict[str, str] | None = None,
 ) -> str:
     """The Markdown summary: what the sweep holds, the final-metrics tables, every config,
-    time to target, performance profiles, and the figures made and skipped."""
+    time to target (with a target), performance profiles, and the figures made and skipped."""
     summary = analysis.summarize(runs)
     batch, best = analysis.best_at_reference_batch(runs)
-    target_summary = analysis.summarize_time_to_target(analysis.time_to_target(curves, target))
+    q = analysis.quality(runs)
     n_div = int((runs["status"] == "diverged").sum())
     seeds = summary["n_seeds"]
 
@@ -1106,7 +1184,7 @@ def summary_markdown(
         "varies): the highest mean final test accuracy (configs with a diverged seed last). "
         "Bold: the best setting of the net.",
     ]
-    for metric in analysis.SUMMARY_METRICS:
+    for metric in analysis.summary_metrics(runs):
         parts += [
             "",
             f"### {METRIC_LABELS[metric]}",
@@ -1120,30 +1198,37 @@ def summary_markdown(
         f"★: the best learning rate of its net and setting (at batch {batch}).",
         "",
         markdown_table(configs_table(summary, best), index=False),
-        "",
-        f"## Time to {percent(target)} test accuracy",
-        "",
-        "Iterations and training seconds (evaluations excluded) until test accuracy first "
-        "reaches the target, at each setting's fastest learning rate, mean over seeds; a "
-        "learning rate counts only when every seed reaches the target. Resolution: the "
-        "evaluation interval.",
-        "",
     ]
-    if target_summary["n_reached"].sum() if len(target_summary) else 0:
-        parts.append(markdown_table(time_to_target_table(target_summary)))
-    else:
-        parts.append(f"No run reached {percent(target)} test accuracy.")
+    if target is not None:
+        target_summary = _target_summary(curves, target, q)
+        parts += [
+            "",
+            f"## Time to {target_text(target, q)}",
+            "",
+            f"Iterations and training seconds (evaluations excluded) until test {q} first "
+            "reaches the target, at each setting's fastest learning rate, mean over seeds; a "
+            "learning rate counts only when every seed reaches the target. Resolution: the "
+            "evaluation interval.",
+            "",
+        ]
+        if target_summary["n_reached"].sum() if len(target_summary) else 0:
+            parts.append(markdown_table(time_to_target_table(target_summary)))
+        else:
+            parts.append(f"No run reached {target_text(target, q)}.")
+    parts += quality_at_time_markdown(runs, curves)
     costs = analysis.profile_tables(runs, curves, target)
     parts += [
         "",
         "## Performance profiles",
         "",
-        "Share of problems (net x batch size) on which an optimizer, at its best learning "
-        "rate for the problem, is within a factor tau of the best optimizer "
+        "Share of problems (net and any other key that varies) on which an optimizer, at its "
+        "best learning rate for the problem, is within a factor tau of the best optimizer "
         "(tau = 1: it is the best).",
     ]
     for key, matrix in costs.items():
-        label = PROFILE_LABELS.get(key, key).replace("target", f"{percent(target)} test accuracy")
+        label = PROFILE_LABELS.get(key, key)
+        if target is not None:
+            label = label.replace("target", target_text(target, q))
         parts += ["", f"### {label}", ""]
         if len(matrix) and np.isfinite(matrix.to_numpy()).any():
             unsolved = int((~np.isfinite(matrix.to_numpy())).all(axis=1).sum())
@@ -1166,13 +1251,14 @@ def summary_markdown(
 def write_report(
     sweep: str | Path,
     out_dir: str | Path | None = None,
-    target: float = DEFAULT_TARGET,
+    target: float | None = None,
     formats: Sequence[str] = ("png", "svg"),
 ) -> Report:
     """Write every figure the sweep supports (as `formats`) and summary.md into `out_dir`
-    (default: <sweep>/report)."""
+    (default: <sweep>/report). `target`: of time to target (default: `default_target`)."""
     sweep = Path(sweep)
     runs, curves = load_sweep(sweep)
+    target = default_target(analysis.quality(runs)) if target is None else target
     out = Path(out_dir) if out_dir is not None else sweep / "report"
     out.mkdir(parents=True, exist_ok=True)
     report = Report(out)
@@ -1207,8 +1293,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--target",
         type=float,
-        default=DEFAULT_TARGET,
-        help="test accuracy for time-to-target, as a fraction (default: %(default)s)",
+        default=None,
+        help="test quality for time-to-target: an accuracy as a fraction (default: "
+        f"{DEFAULT_TARGET}), or another metric's value (an RMSE: no default)",
     )
     parser.add_argument(
         "--formats", nargs="+", default=["png", "svg"], help="figure formats (default: png svg)"
@@ -1219,7 +1306,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         exit_with_error(PROG, f"no such folder: {args.sweep}")
     if not args.sweep.is_dir():
         exit_with_error(PROG, f"not a folder: {args.sweep}")
-    if not 0 < args.target <= 1:
+    if args.target is not None and not 0 < args.target <= 1:
         exit_with_error(PROG, f"--target is a fraction in (0, 1], got {args.target}")
     try:
         report = write_report(args.sweep, args.out, args.target, args.formats)

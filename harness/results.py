@@ -150,17 +150,22 @@ def run_identity(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_row(record: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-    final = record["final"]
+    """A run's row of the runs table: identity, status, final metrics (final_<metric> for every
+    metric evaluated, best_test_<quality>), lengths and times."""
+    finals = {
+        (k if k.startswith("best_") else f"final_{k}"): v
+        for k, v in record["final"].items()
+        if k != "iteration"
+    }
     identity = identity_config(record["config"])
     return {
         **run_identity(record),
         "config_id": identity_hash(identity),
         "depth": len(record["config"]["model"].get("hidden", [])),
         "status": record["status"],
-        "final_test_accuracy": final["test_accuracy"],
-        "final_test_loss": final["test_loss"],
-        "final_train_loss": final["train_loss"],
-        "best_test_accuracy": final["best_test_accuracy"],
+        # The problem's quality metric (runs recorded before problems named it: accuracy).
+        "quality": record.get("problem", {}).get("quality", "accuracy"),
+        **finals,
         "iterations": record["iterations"],
         "epochs": record["epochs"],
         "diverged_at": record["diverged_at"],
@@ -227,6 +232,11 @@ def load_runs(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
         return pd.DataFrame(columns=[*ID_COLUMNS, "config_id", "status", "run_dir"])
     _require_identities(runs)
     runs = runs.drop(columns=config_keys(runs))  # recomputed over all the loaded runs
+    steps = runs["diverged_at"].fillna(runs["iterations"]).astype(float)
+    runs = runs.assign(step_time_s=runs["train_time_s"] / steps)  # seconds per optimizer step
+    if "quality" not in runs:  # tables written before problems named their quality metric
+        runs["quality"] = "accuracy"
+    runs["quality"] = runs["quality"].fillna("accuracy")
     return with_config_columns(runs).sort_values([*ID_COLUMNS, "run_dir"], ignore_index=True)
 
 
@@ -243,7 +253,7 @@ def _require_identities(runs: pd.DataFrame) -> None:
 
 
 # Columns of the runs table that curves carry on every row.
-_CURVE_ID_COLUMNS = [*ID_COLUMNS, "config_id", "status", "run_dir"]
+_CURVE_ID_COLUMNS = [*ID_COLUMNS, "config_id", "quality", "status", "run_dir"]
 
 
 def load_curves(
