@@ -4,7 +4,7 @@
 launcher of `harness-train -m`) calls with the jobs of a sweep that are left to train.
 
 * `requested_engine` is the one place `train.engine` is read. `auto` (the default) and `stacked`
-  train the runs that group (harness.stacked.group_key) as one stacked model; `auto` trains a run
+  train the runs that group (harness.stacked.stack_key) as one stacked model; `auto` trains a run
   alone in its group with the single-run engine, `stacked` as a stack of one. `single` trains
   every run by itself with the single-run engine, one after another in this process. A run that
   cannot stack (harness.stacked.refusal) trains with the single-run engine; the log says why.
@@ -34,17 +34,18 @@ from omegaconf import DictConfig
 
 from harness import run as run_module
 from harness.data import TensorData
-from harness.stacked import execute_group, group_key, refusal
+from harness.stacked import execute_group, refusal, stack_key
 
 log = logging.getLogger(__name__)
 
 Job = tuple[DictConfig, Path, dict[str, str]]  # (resolved config, run folder, config-group choices)
 
-# Estimated work (see `estimated_work`) from which a sweep trains in worker processes: below it,
-# starting them (~2-4 s here: a Python process importing torch, per core) costs more than the
-# second core gives back. Measured with bench/worker_threshold.py on the project's 2-core
-# machine; see the README's Speed section.
-WORKER_THRESHOLD = 2e12
+# Estimated work (see `estimated_work`) from which a sweep trains in worker processes. Each
+# worker costs seconds to start (a Python process importing torch: 10 s here under load), and
+# on this project's shared 2-core machine the two single-threaded workers did not beat one
+# process even at 5e12 (8 net3 runs x 4,000 steps: 147 s in this process, 168 s in workers;
+# bench/worker_threshold.py, README's Speed section): only sweeps well above that start them.
+WORKER_THRESHOLD = 1e13
 # Per model and step, the optimizer update and Python's own work, counted as FLOPs (measured:
 # a step of net1, 4 MFLOP of arithmetic, costs about as much as 9 MFLOP).
 STEP_OVERHEAD_FLOPS = 5e6
@@ -103,7 +104,7 @@ def plan(jobs: Sequence[Job], parts: int) -> list[Task]:
             refused[reason] += 1
             tasks.append(Task([index], stacked=False))
         else:
-            groups.setdefault(group_key(cfg), []).append(index)
+            groups.setdefault(stack_key(cfg), []).append(index)
     for reason, runs in refused.items():
         log.info("%d run(s) cannot stack, %s: they train with the single-run engine", runs, reason)
     for members in groups.values():

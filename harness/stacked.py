@@ -68,41 +68,41 @@ def _probe(optimizer_yaml: str, dtype: str) -> str | None:
 
 
 def group_key(cfg: DictConfig) -> tuple | None:
-    """Key under which runs may be stacked: model architecture, batch size, data config, seed
-    (data order), length, evaluation and logging settings, dtype and device. None if this run
-    cannot be stacked (see `refusal`), or if its config does not validate (the single-run engine
-    then reports the error).
+    """Key under which runs may be stacked (`stack_key`); None if this run cannot be stacked (see
+    `refusal`), or if its config does not validate (the single-run engine then reports the
+    error)."""
+    try:
+        validate_run(cfg)
+        return None if refusal(cfg) is not None else stack_key(cfg)
+    except HarnessError:
+        return None
+
+
+def stack_key(cfg: DictConfig) -> tuple:
+    """The group of a valid run that can stack: model architecture, batch size, data config, seed
+    (data order), length, evaluation and logging settings, dtype and device.
 
     Optimizer, hyper-parameters, schedule, divergence_factor and the initialisation scheme may
     differ inside a group (each model is built by run.prepare with its own settings); execution
     settings (threads, progress, train.engine) are ignored: the launcher decides on those.
     """
-    try:
-        validate_run(cfg)
-        if refusal(cfg) is not None:
-            return None
-        model = cfg.model
-        hidden = tuple(int(h) for h in model.hidden)
-        activations = tuple(resolve_activations(hidden, model.activations))
-        train = cfg.train
-        device = run_module.resolve_device(cfg.device)
-        return (
-            MLP_TARGET,
-            hidden,
-            activations,
-            train.batch_size,
-            train.iterations,
-            train.epochs,
-            train.eval_every,
-            train.eval_train_size,
-            train.log_every,
-            train.dtype,
-            cfg.seed,
-            str(device),
-            OmegaConf.to_yaml(cfg.data, resolve=True),
-        )
-    except HarnessError:
-        return None
+    model, train = cfg.model, cfg.train
+    hidden = tuple(int(h) for h in model.hidden)
+    return (
+        MLP_TARGET,
+        hidden,
+        tuple(resolve_activations(hidden, model.activations)),
+        train.batch_size,
+        train.iterations,
+        train.epochs,
+        train.eval_every,
+        train.eval_train_size,
+        train.log_every,
+        train.dtype,
+        cfg.seed,
+        str(run_module.resolve_device(cfg.device)),
+        run_module.data_key(cfg),
+    )
 
 
 def train_stack(runs: Sequence[run_module.PreparedRun], progress: bool = False) -> list[Outcome]:
@@ -203,9 +203,8 @@ def execute_group(jobs: Sequence[Job], threads: int | None = None) -> list[dict[
         if runs:  # one copy of the data for the whole stack
             prepared.problem = dataclasses.replace(prepared.problem, data=runs[0].problem.data)
         runs.append(prepared)
-    keys = {group_key(r.cfg) for r in runs}
-    if len(keys) != 1 or None in keys:
-        raise ValueError("execute_group() needs jobs that share one group_key (not None)")
+    if len({stack_key(r.cfg) for r in runs}) != 1:  # prepare validated them
+        raise ValueError("execute_group() needs jobs that share one stack_key")
     if threads is not None:
         torch.set_num_threads(threads)
     cfg = runs[0].cfg

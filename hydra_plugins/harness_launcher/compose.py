@@ -50,22 +50,33 @@ class SweepComposer:
             master.hydra.job.config_name, self.hydra_overrides
         )
         self.templates: dict[tuple[str, ...], _Template] = {}
+        self.parsed: dict[str, Override] = {}
 
     def _is_group_override(self, override: Override) -> bool:
         # Hydra's own test (defaults_list.Overrides): a non-dict value for a config group.
         value = override.value()
         return not isinstance(value, dict) and self.repo.group_exists(override.key_or_group)
 
+    def _parse(self, overrides: Sequence[str]) -> list[Override]:
+        # Parsing an override costs ~1 ms (Hydra's ANTLR grammar): each distinct one is parsed
+        # once, most recur in many jobs (the options of each sweep axis).
+        missing = [o for o in overrides if o not in self.parsed]
+        self.parsed.update(zip(missing, self.parser.parse_overrides(missing), strict=True))
+        return [self.parsed[o] for o in overrides]
+
+    def template(self, overrides: Sequence[str]) -> _Template:
+        """The composition of the job's config-group overrides (done once per set of them)."""
+        key = tuple(o.input_line for o in self._parse(overrides) if self._is_group_override(o))
+        if key not in self.templates:
+            self.templates[key] = _Template(self.loader.load_sweep_config(self.master, list(key)))
+        return self.templates[key]
+
     def compose(self, overrides: Sequence[str]) -> DictConfig:
         """The config of the job with these sweep overrides. It is a working copy shared by the
         jobs with the same group overrides: valid until the next call."""
-        parsed = self.parser.parse_overrides(list(overrides))
-        groups = [o for o in parsed if self._is_group_override(o)]
+        template = self.template(overrides)
+        parsed = self._parse(overrides)
         values = [o for o in parsed if not self._is_group_override(o)]
-        key = tuple(o.input_line for o in groups)
-        if key not in self.templates:
-            self.templates[key] = _Template(self.loader.load_sweep_config(self.master, list(key)))
-        template = self.templates[key]
         # Jobs of a sweep set the same keys: applying a job's plain assignments over the previous
         # job's leaves what a fresh copy would hold. Anything else starts from a fresh copy.
         plain = all(_is_assignment(o) for o in values)
@@ -95,16 +106,17 @@ class SweepComposer:
 
 
 class ComposingConfigLoader:
-    """Hydra's config loader, with `load_sweep_config` done by a `SweepComposer`: installed by
-    the stacked launcher so that the basic sweeper's check of a batch (it composes each job
-    once, before the launcher does) costs what the launcher's own composition costs. The config
-    it returns is the composer's working copy (see `SweepComposer.compose`)."""
+    """Hydra's config loader, with `load_sweep_config` answered by a `SweepComposer`: installed
+    by the stacked launcher for the basic sweeper's check of a batch, which composes every job
+    once before the launcher does. It composes the job's config-group choices (what can fail
+    in composing); the launcher then composes every job, and applies its value overrides,
+    before it writes anything. What it returns is only for that check: the job's template."""
 
     def __init__(self, loader: ConfigLoader, composer: SweepComposer) -> None:
         self.loader, self.composer = loader, composer
 
     def load_sweep_config(self, master_config: DictConfig, sweep_overrides: list[str]) -> Any:
-        return self.composer.compose(sweep_overrides)
+        return self.composer.template(sweep_overrides).config
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.loader, name)

@@ -54,7 +54,8 @@ class _Job:
     num: int  # Hydra's job number
     sweep_overrides: list[str]  # as the sweeper gave them
     overrides: list[str]  # the job's (non-Hydra) overrides
-    cfg: DictConfig  # resolved: training no longer needs Hydra's runtime
+    resolved: dict[str, Any]  # its config, resolved: training no longer needs Hydra's runtime
+    cfg: DictConfig  # the same, as a config
     out_dir: Path
     choices: dict[str, str]
     files: dict[str, str]  # Hydra's files in <out_dir>/.hydra: name -> YAML
@@ -121,11 +122,13 @@ class StackedLauncher(Launcher):
         if "${hydra:" in task_yaml:  # the `hydra` resolver reads Hydra's global job config
             HydraConfig.instance().set_config(config)
         task_overrides = list(config.hydra.overrides.task)
+        resolved = _resolved_task(config)
         return _Job(
             num,
             list(overrides),
             task_overrides,
-            OmegaConf.create(_resolved_task(config)),
+            resolved,
+            OmegaConf.create(resolved),
             Path(config.hydra.runtime.output_dir),
             dict(config.hydra.runtime.choices),
             {
@@ -159,7 +162,7 @@ class StackedLauncher(Launcher):
                 status=JobStatus.COMPLETED,
             )
             returns.append(result)
-            done = already_finished(OmegaConf.to_container(job.cfg), sweep_dir, job.out_dir)
+            done = already_finished(job.resolved, sweep_dir, job.out_dir)
             if done is not None:
                 log.info("skipped: this config already finished in %s", done)
                 continue
