@@ -126,7 +126,12 @@ def _natural_key(text: str):
 
 
 def net_order(frame: pd.DataFrame) -> list[str]:
-    return sorted(frame["net"].unique(), key=_natural_key)
+    """Nets from the shallowest to the deepest, then by name."""
+    layers = {
+        net: 0 if hidden in ("none", "") else len(str(hidden).split("-"))
+        for net, hidden in zip(frame["net"], frame["hidden"], strict=True)
+    }
+    return sorted(layers, key=lambda net: (layers[net], _natural_key(net)))
 
 
 def net_title(frame: pd.DataFrame, net: str) -> str:
