@@ -11,12 +11,13 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import torch
-from torch.nn import functional as F
 from tqdm.auto import tqdm
 
-from harness.data import TensorData
+if TYPE_CHECKING:
+    from harness.problems import Problem
 
 EVAL_CHUNK = 10_000  # rows per forward pass during evaluation: bounds memory on any device
 
@@ -85,66 +86,53 @@ def batch_indices(
         yield it, perm[pos * batch_size : (pos + 1) * batch_size]
 
 
-@torch.no_grad()
-def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
-    """Mean cross-entropy and accuracy of `model` on (x, y)."""
-    model.eval()
-    loss_sum = torch.zeros((), device=x.device, dtype=torch.float64)
-    correct = torch.zeros((), device=x.device, dtype=torch.int64)
-    for start in range(0, len(y), EVAL_CHUNK):
-        logits = model(x[start : start + EVAL_CHUNK])
-        target = y[start : start + EVAL_CHUNK]
-        loss_sum += F.cross_entropy(logits, target, reduction="sum").double()
-        correct += (logits.argmax(1) == target).sum()
-    model.train()
-    return loss_sum.item() / len(y), correct.item() / len(y)
-
-
 def train(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,
-    data: TensorData,
+    problem: Problem,
+    data: Any,
     eval_train_idx: torch.Tensor,
     schedule: Schedule,
     order_generator: torch.Generator,
     progress: bool = False,
     on_eval: Callable[[int, dict[str, float]], None] | None = None,
 ) -> Outcome:
-    """Train `model` for `schedule.iterations` steps, evaluating every `schedule.eval_every`.
+    """Train `model` on `problem`'s `data` for `schedule.iterations` steps, evaluating every
+    `schedule.eval_every` (the problem's metrics on the `eval_train_idx` rows of the training
+    data and on the held-out data, recorded as train_<metric> and test_<metric>).
 
     A diverging loss (see Schedule.divergence_factor) ends the run with status "diverged": a
     result, not an error.
     """
-    x, y = data.x_train, data.y_train
-    x_eval, y_eval = x[eval_train_idx], y[eval_train_idx]
-    n, bs = len(y), schedule.batch_size
+    device = eval_train_idx.device
+    n, bs = problem.size(data), schedule.batch_size
     steps_per_epoch = n // bs  # the last incomplete batch of an epoch is dropped
     recorder = Recorder(steps_per_epoch)
-    losses = torch.zeros(schedule.log_every, device=x.device, dtype=x.dtype)
+    losses: torch.Tensor | None = None  # buffer of the last log_every losses, on the device
     train_time = 0.0
     bar = tqdm(total=schedule.iterations, disable=not progress, mininterval=1.0, unit="it")
 
-    def run_evaluation(iteration: int) -> bool:
-        train_loss, train_acc = evaluate(model, x_eval, y_eval)
-        test_loss, test_acc = evaluate(model, data.x_test, data.y_test)
-        metrics = dict(
-            train_loss=train_loss,
-            train_accuracy=train_acc,
-            test_loss=test_loss,
-            test_accuracy=test_acc,
-        )
+    def run_evaluation(iteration: int) -> float:
+        model.eval()
+        train = problem.evaluate(model, data, "train", eval_train_idx)
+        test = problem.evaluate(model, data, "test", None)
+        model.train()
+        metrics = {f"train_{k}": v for k, v in train.items()}
+        metrics |= {f"test_{k}": v for k, v in test.items()}
         recorder.add(iteration, train_time, **metrics)
         if on_eval is not None:
             on_eval(iteration, metrics)
-        return train_loss
+        return train["loss"]
 
     limit = divergence_limit(schedule.divergence_factor, run_evaluation(0))
 
     status, diverged_at = "completed", None
     tic = time.perf_counter()
-    for it, idx in batch_indices(n, bs, schedule.iterations, order_generator, x.device):
-        loss = F.cross_entropy(model(x[idx]), y[idx])
+    for it, idx in batch_indices(n, bs, schedule.iterations, order_generator, device):
+        loss = problem.loss(model, data, idx)
+        if losses is None:
+            losses = torch.zeros(schedule.log_every, device=loss.device, dtype=loss.dtype)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

@@ -34,6 +34,7 @@ from omegaconf import DictConfig
 
 from harness import run as run_module
 from harness.data import TensorData
+from harness.problems import problem_of
 from harness.stacked import execute_group, refusal, stack_key
 
 log = logging.getLogger(__name__)
@@ -57,12 +58,9 @@ def requested_engine(cfg: DictConfig) -> str:
     return cfg.train.engine
 
 
-def model_flops(cfg: DictConfig, in_features: int = 784, classes: int = 10) -> float:
-    """FLOPs of one training step (forward + backward) of one model of `cfg`'s MLP: 2 per
-    multiply-add, forward, weight gradients, and input gradients of all layers but the first."""
-    sizes = [in_features, *cfg.model.get("hidden", []), classes]  # other models: as a linear one
-    weights = [a * b for a, b in zip(sizes, sizes[1:], strict=False)]
-    return 2.0 * cfg.train.batch_size * (2 * sum(weights) + sum(weights[1:]))
+def model_flops(cfg: DictConfig) -> float:
+    """FLOPs of one training step of one model of `cfg`, as its problem counts them."""
+    return problem_of(cfg).flops(cfg)
 
 
 def estimated_work(cfg: DictConfig) -> float:

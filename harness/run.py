@@ -23,8 +23,8 @@ from hydra.utils import get_method, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from harness import engine
-from harness.data import TensorData
 from harness.errors import ConfigError, HarnessError
+from harness.problems import Problem, problem_of
 from harness.results import METRIC_COLUMNS, config_hash, write_run
 from harness.stacked_rules import OPTIMIZER_STEP, TORCH_FUSED
 from harness.validate import DTYPES, validate_run
@@ -35,10 +35,13 @@ PACKAGES = ("torch", "torchvision", "hydra-core", "numpy", "pandas", "optimizer-
 
 
 @dataclass(frozen=True)
-class Problem:
-    """What a run is trained on and how long: shared by every run of a sweep with this config."""
+class Setup:
+    """What a run is trained on and how long: its problem, the problem's data on the run's
+    device, the fixed training rows whose metrics are recorded, and the schedule. Shared by
+    every run of a sweep with this config."""
 
-    data: TensorData
+    problem: Problem
+    data: Any
     eval_train_idx: torch.Tensor
     schedule: engine.Schedule
 
@@ -95,7 +98,7 @@ def _located(target: str) -> Any:
 
 # Loaded data sets by their data config (resolved, as JSON): the jobs of a sweep that run in one
 # process load MNIST once. A sweep's worker processes are handed them instead (`adopt_data`).
-_DATA: dict[str, TensorData] = {}
+_DATA: dict[str, Any] = {}
 _DATA_KEPT = 2  # the most data sets this process loads and keeps
 
 
@@ -103,24 +106,25 @@ def data_key(cfg: DictConfig) -> str:
     return json.dumps(OmegaConf.to_container(cfg.data, resolve=True), sort_keys=True)
 
 
-def load_data(cfg: DictConfig) -> TensorData:
-    """The data set of `cfg`, loaded once per process."""
+def load_data(cfg: DictConfig) -> Any:
+    """The data set of `cfg` (as its problem loads it), loaded once per process."""
     key = data_key(cfg)
     if key not in _DATA:
         if len(_DATA) >= _DATA_KEPT:
             del _DATA[next(iter(_DATA))]  # the oldest
-        _DATA[key] = build(cfg.data)
+        _DATA[key] = problem_of(cfg).load(cfg)
     return _DATA[key]
 
 
-def adopt_data(datasets: dict[str, TensorData]) -> None:
+def adopt_data(datasets: dict[str, Any]) -> None:
     """Use these tensors for these data configs (`data_key`): data loaded by another process."""
     _DATA.update(datasets)
 
 
-def load_problem(cfg: DictConfig, device: torch.device, dtype: torch.dtype) -> Problem:
-    data = load_data(cfg).to(device, dtype)
-    n_train = len(data.y_train)
+def load_setup(cfg: DictConfig, device: torch.device, dtype: torch.dtype) -> Setup:
+    problem = problem_of(cfg)
+    data = problem.to(load_data(cfg), device, dtype)
+    n_train = problem.size(data)
     train = cfg.train
     if train.batch_size > n_train:
         raise ConfigError(
@@ -140,19 +144,61 @@ def load_problem(cfg: DictConfig, device: torch.device, dtype: torch.dtype) -> P
         log_every=train.log_every,
         divergence_factor=train.divergence_factor,
     )
-    return Problem(data, eval_idx.sort().values.to(device), schedule)
+    return Setup(problem, data, eval_idx.sort().values.to(device), schedule)
 
 
-def build_optimizer(cfg: DictConfig, model: torch.nn.Module, iterations: int):
+class Optimizers:
+    """Several optimizers, each over its own parameters, stepped as one: the mixed setup of a
+    problem whose parameters need different optimizers (sparse embedding tables, dense layers).
+    `param_groups` are the first optimizer's first, so its learning rate is the one recorded."""
+
+    def __init__(self, optimizers: list[torch.optim.Optimizer]) -> None:
+        self.optimizers = optimizers
+        self.param_groups = [g for o in optimizers for g in o.param_groups]
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for optimizer in self.optimizers:
+            optimizer.zero_grad(set_to_none=set_to_none)
+
+    def step(self) -> None:
+        for optimizer in self.optimizers:
+            optimizer.step()
+
+
+class Schedulers:
+    """The schedules of `Optimizers`, stepped as one."""
+
+    def __init__(self, schedulers: list[torch.optim.lr_scheduler.LRScheduler]) -> None:
+        self.schedulers = schedulers
+
+    def step(self) -> None:
+        for scheduler in self.schedulers:
+            scheduler.step()
+
+
+def _optimizer_and_schedule(node: DictConfig, cfg: DictConfig, params, iterations: int):
+    """An optimizer of config `node` over `params`, with the schedule of `cfg`."""
+    schedule_kwargs = {}
+    if cfg.schedule.get("T_max", "unset") is None:  # cosine over the run's whole length
+        schedule_kwargs["T_max"] = iterations
     try:
-        optimizer = build(cfg.optimizer)(model.parameters())
-        schedule_kwargs = {}
-        if cfg.schedule.get("T_max", "unset") is None:  # cosine over the run's whole length
-            schedule_kwargs["T_max"] = iterations
+        optimizer = build(node)(params)
         scheduler = build(cfg.schedule)(optimizer, **schedule_kwargs)
     except (ValueError, TypeError) as exc:  # torch's own checks of hyper-parameter values
         raise ConfigError(f"invalid optimizer or schedule setting: {exc}") from None
     return optimizer, scheduler
+
+
+def build_optimizer(cfg: DictConfig, model: torch.nn.Module, iterations: int):
+    """The optimizer and LR schedule of `cfg` for `model`: one optimizer per parameter group of
+    the problem (usually one: `optimizer` over every parameter), each with the schedule."""
+    pairs = [
+        _optimizer_and_schedule(node, cfg, params, iterations)
+        for params, node in problem_of(cfg).parameter_groups(cfg, model)
+    ]
+    if len(pairs) == 1:
+        return pairs[0]
+    return Optimizers([o for o, _ in pairs]), Schedulers([s for _, s in pairs])
 
 
 @functools.cache  # one lookup per process: the installed packages do not change during a sweep
@@ -166,21 +212,22 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-EVALUATED = ("test_accuracy", "test_loss", "train_loss", "train_accuracy")
-
-
-def final_metrics(rows: list[tuple[int, float, float, str, float]]) -> dict[str, float]:
-    """Last evaluated values, and the best test accuracy seen during the run, from a run's
-    metric rows (iteration, epoch, time_s, metric, value)."""
+def final_metrics(rows: list[tuple[int, float, float, str, float]], problem: Problem) -> dict:
+    """Last evaluated values of every evaluation metric (train_*, test_*), and the best value of
+    the problem's quality metric on the test set seen during the run (best_test_<quality>),
+    from a run's metric rows (iteration, epoch, time_s, metric, value)."""
     evaluations: dict[int, dict[str, float]] = {}
     for iteration, _, _, metric, value in rows:
-        if metric in EVALUATED:
+        if metric.startswith(("train_", "test_")):
             evaluations.setdefault(iteration, {})[metric] = value
     last = max(evaluations)
+    quality = f"test_{problem.quality}"
+    values = [v[quality] for v in evaluations.values()]
+    best = max(values) if problem.higher_is_better else min(values)
     return {
         "iteration": int(last),
-        **{metric: float(evaluations[last][metric]) for metric in EVALUATED},
-        "best_test_accuracy": float(max(v["test_accuracy"] for v in evaluations.values())),
+        **{metric: float(value) for metric, value in sorted(evaluations[last].items())},
+        f"best_{quality}": float(best),
     }
 
 
@@ -196,7 +243,7 @@ class PreparedRun:
     cfg: DictConfig
     choices: dict[str, str]
     out_dir: Path
-    problem: Problem
+    setup: Setup
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
@@ -221,21 +268,17 @@ def prepare(cfg: DictConfig, out_dir: Path, choices: dict[str, str]) -> Prepared
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
     dtype = DTYPES[cfg.train.dtype]
-    problem = load_problem(cfg, device, dtype)
+    setup = load_setup(cfg, device, dtype)
     init_seed, order_seed = run_seeds(cfg.seed)
     torch.manual_seed(cfg.seed)  # anything else random (none in the built-in models)
-    model = build(
-        cfg.model,
-        in_features=problem.data.num_features,
-        num_classes=problem.data.num_classes,
-        generator=torch.Generator().manual_seed(init_seed),
-    ).to(device=device, dtype=dtype)
-    optimizer, scheduler = build_optimizer(cfg, model, problem.schedule.iterations)
+    generator = torch.Generator().manual_seed(init_seed)
+    model = setup.problem.build_model(cfg, setup.data, generator)
+    optimizer, scheduler = build_optimizer(cfg, model, setup.schedule.iterations)
     return PreparedRun(
         cfg,
         dict(choices),
         out_dir,
-        problem,
+        setup,
         model,
         optimizer,
         scheduler,
@@ -250,9 +293,9 @@ def check(cfg: DictConfig) -> None:
     a launcher runs on every job of a sweep before it creates anything."""
     validate_run(cfg)
     resolve_device(cfg.device)
-    problem = load_problem(cfg, torch.device("cpu"), torch.float32)
+    setup = load_setup(cfg, torch.device("cpu"), torch.float32)
     probe = torch.nn.ParameterList([torch.nn.Parameter(torch.zeros(1))])
-    build_optimizer(cfg, probe, problem.schedule.iterations)
+    _optimizer_and_schedule(cfg.optimizer, cfg, probe.parameters(), setup.schedule.iterations)
 
 
 def finish(
@@ -263,10 +306,16 @@ def finish(
     harness.stacked_rules) say what trained it."""
     metrics = pd.DataFrame(outcome.recorder.rows, columns=METRIC_COLUMNS)
     config = OmegaConf.to_container(run.cfg, resolve=True)
-    iterations = run.problem.schedule.iterations
+    iterations = run.setup.schedule.iterations
+    problem = run.setup.problem
     record = {
         "status": outcome.status,
-        "final": final_metrics(outcome.recorder.rows),
+        "final": final_metrics(outcome.recorder.rows, problem),
+        "problem": {
+            "class": f"{type(problem).__module__}.{type(problem).__qualname__}",
+            "quality": problem.quality,
+            "higher_is_better": problem.higher_is_better,
+        },
         "diverged_at": outcome.diverged_at,
         "iterations": iterations,
         "epochs": iterations / outcome.recorder.steps_per_epoch,
@@ -287,9 +336,10 @@ def finish(
     write_run(run.out_dir, record, metrics)
     final = record["final"]
     log.info(
-        "%s: test accuracy %.4f, test loss %.4f, train loss %.4f, %.1f s -> %s",
+        "%s: test %s %.4f, test loss %.4f, train loss %.4f, %.1f s -> %s",
         outcome.status,
-        final["test_accuracy"],
+        problem.quality,
+        final[f"test_{problem.quality}"],
         final["test_loss"],
         final["train_loss"],
         record["wall_time_s"],
@@ -304,9 +354,10 @@ def train_single(run: PreparedRun, progress: bool = False) -> engine.Outcome:
         run.model,
         run.optimizer,
         run.scheduler,
-        run.problem.data,
-        run.problem.eval_train_idx,
-        run.problem.schedule,
+        run.setup.problem,
+        run.setup.data,
+        run.setup.eval_train_idx,
+        run.setup.schedule,
         order_generator=run.order_generator(),
         progress=progress,
     )
@@ -321,7 +372,7 @@ def execute(cfg: DictConfig, out_dir: Path, choices: dict[str, str]) -> dict[str
         choices.get("model"),
         choices.get("optimizer"),
         cfg.optimizer.lr,
-        run.problem.schedule.iterations,
+        run.setup.schedule.iterations,
         run.device,
     )
     outcome = train_single(run, progress=show_progress(cfg.train.progress))

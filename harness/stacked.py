@@ -40,6 +40,7 @@ from harness.engine import (
 )
 from harness.errors import HarnessError
 from harness.models import resolve_activations
+from harness.problems import problem_of
 from harness.stacked_model import MLP_TARGET, StackedMLP
 from harness.stacked_rules import StackedOptimizers, rule_key, stacking_refusal, update_path
 from harness.validate import DTYPES, validate_run
@@ -53,6 +54,9 @@ def refusal(cfg: DictConfig) -> str | None:
     """Why the run of `cfg` cannot join a stack (None: it can). Only harness.models.MLP stacks;
     torch.optim's classes update their parameters in place, any other optimizer class must pass
     `stacking_refusal`'s probe (StackedOptimizers checks the views after every step as well)."""
+    problem = problem_of(cfg)
+    if not problem.stackable:
+        return f"its problem {type(problem).__name__} does not stack"
     target = cfg.model.get("_target_")
     if target != MLP_TARGET:
         return f"its model {target} is not {MLP_TARGET}, the one model class that stacks"
@@ -108,10 +112,10 @@ def stack_key(cfg: DictConfig) -> tuple:
 def train_stack(runs: Sequence[run_module.PreparedRun], progress: bool = False) -> list[Outcome]:
     """Train prepared runs of one group (see `group_key`) together; one Outcome per run, as
     engine.train would return it for that run alone."""
-    problem = runs[0].problem
-    data, schedule = problem.data, problem.schedule
+    setup = runs[0].setup
+    data, schedule = setup.data, setup.schedule
     x, y = data.x_train, data.y_train
-    x_eval, y_eval = x[problem.eval_train_idx], y[problem.eval_train_idx]
+    x_eval, y_eval = x[setup.eval_train_idx], y[setup.eval_train_idx]
     n, bs, log_every = len(y), schedule.batch_size, schedule.log_every
     steps_per_epoch = n // bs
     recorders = [Recorder(steps_per_epoch) for _ in runs]
@@ -154,7 +158,7 @@ def train_stack(runs: Sequence[run_module.PreparedRun], progress: bool = False) 
 
     initial = run_evaluation(0)
     limits = [
-        divergence_limit(r.problem.schedule.divergence_factor, v)
+        divergence_limit(r.setup.schedule.divergence_factor, v)
         for r, v in zip(runs, initial, strict=True)
     ]
     batches = batch_indices(n, bs, schedule.iterations, runs[0].order_generator(), x.device)
@@ -201,7 +205,7 @@ def execute_group(jobs: Sequence[Job], threads: int | None = None) -> list[dict[
     for cfg, out_dir, choices in jobs:
         prepared = run_module.prepare(cfg, Path(out_dir), choices)
         if runs:  # one copy of the data for the whole stack
-            prepared.problem = dataclasses.replace(prepared.problem, data=runs[0].problem.data)
+            prepared.setup = dataclasses.replace(prepared.setup, data=runs[0].setup.data)
         runs.append(prepared)
     if len({stack_key(r.cfg) for r in runs}) != 1:  # prepare validated them
         raise ValueError("execute_group() needs jobs that share one stack_key")
@@ -212,7 +216,7 @@ def execute_group(jobs: Sequence[Job], threads: int | None = None) -> list[dict[
         "training %d %s models stacked for %d iterations on %s",
         len(runs),
         runs[0].choices.get("model"),
-        runs[0].problem.schedule.iterations,
+        runs[0].setup.schedule.iterations,
         runs[0].device,
     )
     paths = [update_path(r.optimizer) for r in runs]  # before the stack sets fused=True

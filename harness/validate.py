@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 from harness.data import NORMALIZATIONS
 from harness.errors import ConfigError
 from harness.models import INITS, resolve_activations
+from harness.problems import problem_of
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 ENGINES = ("single", "stacked", "auto")
@@ -150,7 +151,6 @@ def validate_run(cfg: DictConfig) -> None:
         except RuntimeError as exc:
             raise ConfigError(f"device={cfg.device!r} is not a torch device ({exc})") from None
     validate_train(cfg.train)
-    validate_model(cfg.model)
+    problem_of(cfg).check(cfg)  # the problem's own keys: model, data, ...
     validate_optimizer(cfg.optimizer)
     validate_schedule(cfg.optimizer, cfg.schedule)
-    validate_data(cfg.data)

@@ -17,10 +17,13 @@ def options(group: str) -> list[str]:
 
 
 MODELS, OPTIMIZERS, SCHEDULES = options("model"), options("optimizer"), options("schedule")
+# The models of the classification problem (the others are the ratings problem's, test_ratings).
+NETS = ["mlp", "net1", "net2", "net3"]
 
 
 def test_all_groups_are_present():
-    assert MODELS == ["mlp", "net1", "net2", "net3"]
+    assert MODELS == ["mf", "mlp", "ncf", "net1", "net2", "net3"]
+    assert options("problem") == ["ratings"]  # classification: no problem node (the default)
     assert (
         sorted(
             [
@@ -43,7 +46,7 @@ def test_all_groups_are_present():
     assert SCHEDULES == ["constant", "cosine", "exponential", "step"]
 
 
-@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("model", NETS)
 def test_model_builds_the_course_architecture(model):
     cfg = compose_config([f"model={model}"])
     net = instantiate(cfg.model, in_features=784, num_classes=10, _convert_="all")
@@ -60,7 +63,7 @@ def test_model_builds_the_course_architecture(model):
 
 
 def test_every_model_optimizer_schedule_composes_and_builds():
-    combos = list(itertools.product(MODELS, OPTIMIZERS, SCHEDULES))
+    combos = list(itertools.product(NETS, OPTIMIZERS, SCHEDULES))
     assert len(combos) == 4 * 12 * 4
     with hydra_context():
         for model, optimizer, schedule in combos:

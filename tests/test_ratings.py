@@ -1,9 +1,11 @@
 """The ratings workload: synthetic and MovieLens data, the rating models, bad input."""
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
+from conftest import compose_config, hydra_context, run_cli
 from harness.errors import ConfigError, DataError
 from harness.recsys.data import load_movielens, synthetic_ratings
 from harness.recsys.models import MatrixFactorization, NeuralCF
@@ -87,3 +89,101 @@ def test_sparse_tables_give_sparse_gradients_of_the_batch_rows_only():
     )
     assert model.dense_parameters() == []  # matrix factorisation: tables only
     assert len(NeuralCF(10, 10, 4).dense_parameters()) == 4  # the MLP's weights and biases
+
+
+# A small ratings run through the harness (synthetic data, seconds).
+RATINGS_RUN = [
+    "+problem=ratings",
+    "data=synthetic_ratings",
+    "data.num_users=2000",
+    "data.num_items=300",
+    "data.num_interactions=20000",
+    "model=mf",
+    "model.dim=8",
+    "train.batch_size=256",
+    "train.iterations=40",
+    "train.eval_every=20",
+    "train.log_every=5",
+    "train.eval_train_size=2000",
+    "train.progress=false",
+    "train.dtype=float64",
+]
+
+
+def ratings_run(tmp_path, name, *overrides):
+    from harness.run import execute
+
+    with hydra_context():
+        cfg = compose_config([*RATINGS_RUN, *overrides])
+        choices = {"model": "mf", "optimizer": cfg.optimizer._target_.rsplit(".")[-1].lower()}
+        record = execute(cfg, tmp_path / name, choices)
+    return record, pd.read_parquet(tmp_path / name / "metrics.parquet")
+
+
+def test_sparse_and_dense_tables_agree_with_plain_sgd(tmp_path):
+    """SGD without momentum or weight decay is lazy and exact at once: a row absent from the
+    batch has a zero gradient and does not move either way."""
+    dense, dense_metrics = ratings_run(
+        tmp_path, "dense", "optimizer=sgd", "optimizer.lr=2.0", "problem.tables=dense"
+    )
+    sparse, sparse_metrics = ratings_run(
+        tmp_path, "sparse", "optimizer=sgd", "problem.tables=sgd", "problem.table_lr=2.0"
+    )
+    assert dense["problem"]["quality"] == "rmse"
+    assert list(dense_metrics["metric"]) == list(sparse_metrics["metric"])
+    np.testing.assert_allclose(sparse_metrics["value"], dense_metrics["value"], rtol=1e-8)
+    # It learned: the held-out RMSE fell.
+    rmse = dense_metrics[dense_metrics["metric"] == "test_rmse"]["value"].tolist()
+    assert rmse[-1] < rmse[0]
+    # Adam's dense (exact) and SparseAdam's lazy semantics do differ.
+    _, adam = ratings_run(tmp_path, "adam", "optimizer=adam", "optimizer.lr=0.01")
+    _, lazy = ratings_run(
+        tmp_path, "lazy", "optimizer=adam", "problem.tables=sparse_adam", "problem.table_lr=0.01"
+    )
+    assert not np.allclose(adam["value"], lazy["value"], rtol=1e-6)
+
+
+def test_the_mixed_setup_steps_both_optimizers(tmp_path):
+    record, metrics = ratings_run(
+        tmp_path,
+        "ncf",
+        "model=ncf",
+        "model.hidden=[16]",
+        "optimizer=adam",
+        "problem.tables=sparse_adam",
+    )
+    assert record["status"] == "completed"
+    assert {"train_rmse", "test_rmse", "test_truth_rmse", "lr"} <= set(metrics["metric"])
+
+
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (["data.num_users=100000000000"], "need about"),
+        (["model.dim=0"], "model.dim must be a positive integer"),
+        (["problem.tables=lazy"], "problem.tables must be one of"),
+    ],
+)
+def test_bad_ratings_settings_are_one_line_and_nothing_written(tmp_path, overrides, message):
+    result = run_cli(*RATINGS_RUN, *overrides, cwd=tmp_path, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+    assert not list(tmp_path.rglob("run.json"))
+
+
+@pytest.mark.parametrize("text", ["", "userId,movieId,rating,timestamp\n1,2\n"])
+def test_a_bad_ratings_file_from_the_command_line_is_one_line(tmp_path, text):
+    path = tmp_path / "ratings.csv"
+    path.write_text(text)
+    result = run_cli(
+        "+problem=ratings",
+        "data=movielens",
+        f"data.path={path}",
+        "model=mf",
+        "train.iterations=10",
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("harness-train: error: ") and result.stderr.count("\n") == 1
+    assert not list(tmp_path.rglob("run.json"))

@@ -1,0 +1,89 @@
+"""Problems: what a run trains and how it is measured.
+
+A problem brings its data, its model, its loss and its evaluation metrics through one interface,
+so that the run, the engines, sweeps, resume, tables, the report and the notebooks serve every
+workload without knowing which it is. Two are built in: `classification` (MNIST and the MLPs of
+the course) and `ratings` (user x item ratings learned through embedding tables: sparse
+gradients). A config selects one with the `problem` group; its `data` and `model` groups are the
+problem's own.
+"""
+
+from __future__ import annotations
+
+import functools
+from abc import ABC, abstractmethod
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+
+class Problem(ABC):
+    """Data, model, loss and metrics of a workload.
+
+    `quality` names the evaluation metric that ranks runs (test_<quality> in the tables); the
+    engine records `loss` and every metric of `evaluate` on the training subset and the test set.
+    """
+
+    quality: str = "accuracy"
+    higher_is_better: bool = True
+    # Whether the stacked engine can train runs of this problem together.
+    stackable: bool = False
+
+    @abstractmethod
+    def load(self, cfg: DictConfig) -> Any:
+        """The data of `cfg` on the CPU (loaded once per process by harness.run)."""
+
+    @abstractmethod
+    def to(self, data: Any, device: torch.device, dtype: torch.dtype) -> Any:
+        """`data` moved to where the run trains."""
+
+    @abstractmethod
+    def size(self, data: Any) -> int:
+        """The number of training examples (rows a mini-batch is drawn from)."""
+
+    @abstractmethod
+    def build_model(self, cfg: DictConfig, data: Any, generator: torch.Generator) -> Any:
+        """The model of `cfg`, initialised from `generator`, placed on the run's device."""
+
+    @abstractmethod
+    def loss(self, model: Any, data: Any, rows: torch.Tensor) -> torch.Tensor:
+        """The mean training loss of the mini-batch `rows` (a scalar with a graph)."""
+
+    @abstractmethod
+    def evaluate(self, model: Any, data: Any, split: str, rows: torch.Tensor | None) -> dict:
+        """{"loss": ..., <metric>: ...} on the `rows` of the training data (split "train") or
+        on the held-out data (split "test", rows None)."""
+
+    @abstractmethod
+    def check(self, cfg: DictConfig) -> None:
+        """Raise a ConfigError for a value of the problem's own keys that cannot work."""
+
+    def flops(self, cfg: DictConfig) -> float:
+        """Floating-point operations of one training step: what sweeps are planned by."""
+        return 0.0
+
+    def short_columns(self, config: dict) -> dict[str, Any]:
+        """The problem's short identifying columns of a run (beside model, optimizer, lr, ...):
+        the classification nets' hidden layers, the rating tables' size, ..."""
+        return {}
+
+    def parameter_groups(self, cfg: DictConfig, model: Any) -> list[tuple[list, DictConfig]]:
+        """(parameters, optimizer config) pairs: one optimizer per pair. By default the config's
+        `optimizer` updates every parameter."""
+        return [(list(model.parameters()), cfg.optimizer)]
+
+
+@functools.lru_cache(maxsize=8)
+def _problem(yaml: str) -> Problem:
+    from hydra.utils import instantiate
+
+    return instantiate(OmegaConf.create(yaml))
+
+
+def problem_of(cfg: DictConfig) -> Problem:
+    """The problem a config selects (`problem` group); classification when it names none."""
+    node = cfg.get("problem")
+    if node is None:
+        node = {"_target_": "harness.problems.classification.Classification"}
+    return _problem(OmegaConf.to_yaml(node, resolve=True))
