@@ -11,7 +11,7 @@ import time
 import pandas as pd
 import pytest
 
-from conftest import MNIST_DIR, REPO, compose_config, hydra_context, run_cli
+from conftest import MNIST_DIR, compose_config, hydra_context, run_cli
 from harness import sweep as sweep_module
 from harness.errors import ConfigError
 from harness.results import load_curves, load_runs
@@ -178,15 +178,49 @@ def test_submitit_local_launcher(tmp_path):
     assert sorted(runs.optimizer) == ["adam", "sgd"]
 
 
-def test_slurm_launcher_config_composes():
+def test_slurm_launcher_gives_submitit_a_valid_job_script(tmp_path):
+    """No cluster here: the launcher Hydra builds from conf/hydra/launcher/slurm.yaml must hand
+    submitit only parameters it knows, and submitit's own sbatch writer must turn them into the
+    resources we asked for."""
+    import submitit
+    from hydra.utils import instantiate
+    from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+    from omegaconf import OmegaConf
+    from submitit.slurm.slurm import _make_sbatch_string
+
     with hydra_context():
-        cfg = compose_config(["hydra/launcher=slurm"], return_hydra_config=True)
-    launcher = cfg.hydra.launcher
-    assert (
-        launcher._target_ == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+        overrides = ["hydra/launcher=slurm", "hydra.launcher.partition=gpu", "experiment=course"]
+        cfg = compose_config(overrides, return_hydra_config=True)
+    launcher = instantiate(cfg.hydra.launcher)  # the plugin's SlurmLauncher, as -m builds it
+    params = dict(launcher.params)
+    # As the launcher passes them on: its generic keys as they are, the rest as slurm_<key>.
+    generic = set(OmegaConf.structured(BaseQueueConf).keys())
+    specific = {k for k in params if k not in generic and k != "max_num_timeout"}
+    assert specific <= submitit.SlurmExecutor._valid_parameters(), specific
+    jobs = len(sweep_jobs(cfg))
+    script = _make_sbatch_string(
+        command="python -m harness",
+        folder=tmp_path,
+        partition=params["partition"],
+        time=params["timeout_min"],
+        nodes=params["nodes"],
+        ntasks_per_node=params["tasks_per_node"],
+        cpus_per_task=params["cpus_per_task"],
+        gpus_per_node=params["gpus_per_node"] or None,
+        mem=f"{params['mem_gb']}GB",
+        array_parallelism=params["array_parallelism"],
+        map_count=jobs,
     )
-    assert launcher.cpus_per_task == 2 and launcher.array_parallelism == 64
-    assert (REPO / "conf" / "hydra" / "launcher" / "slurm.yaml").exists()
+    for line in (
+        "#SBATCH --partition=gpu",
+        "#SBATCH --time=60",
+        "#SBATCH --cpus-per-task=2",
+        "#SBATCH --mem=8GB",
+        f"#SBATCH --array=0-{jobs - 1}%64",
+    ):
+        assert line in script, line
+    # The job logs go under the sweep folder, on the file system the nodes share.
+    assert params["submitit_folder"] == f"{cfg.hydra.sweep.dir}/.submitit/%j"
 
 
 def test_default_sweep_stacks_and_gives_the_single_engine_results_and_resumes(tmp_path):
