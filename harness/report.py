@@ -284,9 +284,10 @@ def sweep_from_env() -> Path:
     return Path(os.environ.get(SWEEP_ENV) or DEFAULT_SWEEP)
 
 
-def target_from_env() -> float:
-    """The test-accuracy target of time-to-target: $HARNESS_TARGET, else 0.97."""
-    return float(os.environ.get(TARGET_ENV) or DEFAULT_TARGET)
+def target_from_env(quality: str = "accuracy") -> float | None:
+    """The target of time-to-target: $HARNESS_TARGET, else `default_target(quality)`."""
+    value = os.environ.get(TARGET_ENV)
+    return float(value) if value else default_target(quality)
 
 
 # --- settings: one colour per optimizer, one line style per setting of an optimizer -----------
@@ -595,13 +596,19 @@ def lr_sensitivity_figure(
     return fig
 
 
+def _spans_decades(xs: Sequence[float]) -> bool:
+    return min(xs) > 0 and max(xs) >= 100 * min(xs)
+
+
 def _axis_scale(ax, xs: Sequence[float], key: str) -> None:
-    """Batch sizes on a log2 axis ticked at the sizes run; other keys linear, ticked at their
-    values when there are few."""
+    """Batch sizes on a log2 axis ticked at the sizes run; keys whose values span decades (table
+    sizes) on a log10 axis; other keys linear, ticked at their values when there are few."""
     if key == analysis.BATCH_KEY:
         ax.set_xscale("log", base=2)
         ax.set_xticks(xs, [str(int(x)) for x in xs])
         ax.xaxis.set_minor_formatter(NullFormatter())
+    elif _spans_decades(xs):
+        ax.set_xscale("log")
     elif len(xs) <= 8:
         ax.set_xticks(xs, [f"{x:g}" for x in xs])
 
@@ -635,6 +642,8 @@ def axis_figure(table: pd.DataFrame, key: str, metrics: Sequence[str], title: st
                 err = [mean - points[f"{metric}_min"] * k, points[f"{metric}_max"] * k - mean]
                 ax.errorbar(points["x"], mean, yerr=err, ms=4, lw=1.4, capsize=3, **styles[line])
             _axis_scale(ax, xs, key)
+            if metric.endswith("_s") and _spans_decades(xs):
+                _log_y(ax)  # times against sizes over decades: log-log, a slope of 1 is linear
             if row == 0:
                 ax.set_title(net_title(table, net))
             if row == len(metrics) - 1:

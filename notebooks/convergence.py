@@ -16,10 +16,11 @@
 # %% [markdown]
 # # Convergence
 #
-# Training loss and test accuracy against iterations, one panel per net and one curve per
-# setting (each optimizer, and any other config key the sweep varies) at its best learning
-# rate (highest mean final test accuracy), as in the course figure. The line is the mean over seeds, the band their min-max; a cross marks a curve that
-# ends because a seed diverged.
+# Training loss and test quality (accuracy, or the RMSE of ratings) against iterations and
+# against training time, one panel per net and one curve per setting (each optimizer, and any
+# other config key the sweep varies) at its best learning rate (best mean final test quality),
+# as in the course figure. The line is the mean over seeds, the band their min-max; a cross
+# marks a curve that ends because a seed diverged.
 #
 # The sweep folder is `$HARNESS_SWEEP` (default: the committed `results/course`).
 
@@ -29,6 +30,7 @@ from harness import analysis, report
 
 sweep = report.sweep_from_env()
 runs, curves = report.load_sweep(sweep)
+quality = analysis.quality(runs)  # accuracy (MNIST) or rmse (ratings)
 print(f"{sweep}: {len(runs)} runs, {runs['status'].eq('diverged').sum()} diverged")
 
 # %% [markdown]
@@ -38,10 +40,19 @@ print(f"{sweep}: {len(runs)} runs, {runs['status'].eq('diverged').sum()} diverge
 report.show(report.convergence_figure, runs, curves, "train_loss")
 
 # %% [markdown]
-# ## Test accuracy
+# ## Test quality
 
 # %%
-report.show(report.convergence_figure, runs, curves, "test_accuracy")
+report.show(report.convergence_figure, runs, curves, f"test_{quality}")
+
+# %% [markdown]
+# ## Test quality against training time
+#
+# The same curves against optimisation seconds (evaluations excluded): what each setting reaches
+# in the same time.
+
+# %%
+report.show(report.convergence_figure, runs, curves, f"test_{quality}", x="time_s")
 
 # %% [markdown]
 # ## Learning rate and momentum chosen by self-tuning optimizers
@@ -62,6 +73,6 @@ report.show(report.tuned_hyperparameters_figure, runs, curves)
 batch_size, best = analysis.best_at_reference_batch(runs)
 best[
     ["net", "setting", "lr", "batch_size", "n_seeds", "n_diverged"]
-    + [f"final_test_accuracy_{s}" for s in ("mean", "ci")]
+    + [f"final_test_{quality}_{s}" for s in ("mean", "ci")]
     + [f"final_train_loss_{s}" for s in ("mean", "ci")]
 ]

@@ -30,11 +30,13 @@ from IPython.display import Markdown, display
 from harness import analysis, report
 
 sweep = report.sweep_from_env()
-target = report.target_from_env()
 runs, curves = report.load_sweep(sweep)
+quality = analysis.quality(runs)  # accuracy (MNIST) or rmse (ratings)
+target = report.target_from_env(quality)  # None: no time to target
+final, train_loss, best_quality = analysis.summary_metrics(runs)
 summary = analysis.summarize(runs)
 batch_size, best = analysis.best_at_reference_batch(runs)
-print(f"{sweep}: {len(runs)} runs, {len(summary)} configs; target {report.percent(target)}")
+print(f"{sweep}: {len(runs)} runs, {len(summary)} configs; test {quality}, target {target}")
 
 # %% [markdown]
 # ## Final metrics at the best learning rate
@@ -43,26 +45,45 @@ print(f"{sweep}: {len(runs)} runs, {len(summary)} configs; target {report.percen
 # optimizer of each net.
 
 # %%
-Markdown(report.markdown_table(report.final_metrics_table(best, "final_test_accuracy")))
+Markdown(report.markdown_table(report.final_metrics_table(best, final)))
 
 # %%
-Markdown(report.markdown_table(report.final_metrics_table(best, "final_train_loss")))
+Markdown(report.markdown_table(report.final_metrics_table(best, train_loss)))
 
 # %%
-Markdown(report.markdown_table(report.final_metrics_table(best, "best_test_accuracy")))
+Markdown(report.markdown_table(report.final_metrics_table(best, best_quality)))
+
+# %% [markdown]
+# ## Along every key the sweep varies
+#
+# Final and best test quality and the time per step against each numeric config key the sweep
+# varies beyond its choice names (momentum, weight decay, embedding table size, ...); each
+# setting at its best learning rate per value.
+
+# %%
+for key in analysis.swept_keys(runs):
+    if key != analysis.BATCH_KEY:  # the batch_size notebook draws it
+        display(report.show(report.key_figure, runs, key))
+
+# %% [markdown]
+# ## Quality after the same training time
+
+# %%
+Markdown("\n".join(report.quality_at_time_markdown(runs, curves)))
 
 # %% [markdown]
 # ## Time to target
 #
-# Iterations and training seconds until test accuracy first reaches the target, at each
-# optimizer's fastest learning rate (every seed must reach it).
+# Iterations and training seconds until test quality first reaches the target, at each
+# setting's fastest learning rate (every seed must reach it).
 
 # %%
-target_summary = analysis.summarize_time_to_target(analysis.time_to_target(curves, target))
-report.show(report.time_to_target_figure, target_summary, target)
-
-# %%
-Markdown(report.markdown_table(report.time_to_target_table(target_summary)))
+if target is None:
+    print(f"No target for test {quality}: set HARNESS_TARGET.")
+else:
+    target_summary = analysis.summarize_time_to_target(analysis.time_to_target(curves, target))
+    display(report.show(report.time_to_target_figure, target_summary, target))
+    display(Markdown(report.markdown_table(report.time_to_target_table(target_summary))))
 
 # %% [markdown]
 # ## Performance profiles
@@ -73,7 +94,7 @@ Markdown(report.markdown_table(report.time_to_target_table(target_summary)))
 
 # %%
 costs = analysis.profile_tables(runs, curves, target)
-report.show(report.performance_profile_figure, costs, target)
+report.show(report.performance_profile_figure, costs, target, quality)
 
 # %%
 for name, matrix in costs.items():

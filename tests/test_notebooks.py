@@ -61,7 +61,7 @@ def test_notebook_runs_without_error_on_the_smoke_sweep(
     )
     assert (
         len(images)
-        == {"convergence": 2, "lr_sensitivity": 1, "batch_size": 1, "summary": 2}[script.stem]
+        == {"convergence": 3, "lr_sensitivity": 1, "batch_size": 1, "summary": 2}[script.stem]
     )
 
 
