@@ -36,6 +36,7 @@ from harness import run as run_module
 from harness.data import TensorData
 from harness.problems import problem_of
 from harness.stacked import execute_group, refusal, stack_key
+from harness.sweep import format_seconds
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +133,7 @@ def _worker_init(level: int, datasets: dict[str, TensorData]) -> None:
 
 
 class _Progress:
-    """Logs where a sweep is: runs done of N, elapsed, estimated time left."""
+    """Logs where a sweep is: `run i of N done, elapsed ..., ~... left` as its runs finish."""
 
     def __init__(self, runs: int, tasks: int) -> None:
         self.runs, self.finished, self.started = runs, 0, time.perf_counter()
@@ -141,12 +142,12 @@ class _Progress:
     def done(self, runs: int) -> None:
         self.finished += runs
         elapsed = time.perf_counter() - self.started
-        left = elapsed / self.finished * (self.runs - self.finished)
+        left = format_seconds(elapsed / self.finished * (self.runs - self.finished))
         log.info(
-            "%d of %d runs done, elapsed %.0f s, ~%.0f s left",
+            "run %d of %d done, elapsed %s, ~%s left",
             self.finished,
             self.runs,
-            elapsed,
+            format_seconds(elapsed),
             left,
         )
 

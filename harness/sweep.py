@@ -132,7 +132,7 @@ def already_finished(config: dict[str, Any], sweep_dir: Path, run_dir: Path) -> 
     return None
 
 
-def _format_seconds(seconds: float) -> str:
+def format_seconds(seconds: float) -> str:
     minutes, secs = divmod(int(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
@@ -227,5 +227,5 @@ def log_progress(hydra_cfg: DictConfig) -> None:
     elapsed = time.time() - invocation["started_at"]
     left = ""
     if index > 1:  # extrapolated from the runs started so far
-        left = f", ~{_format_seconds(elapsed / (index - 1) * (total - index + 1))} left"
-    log.info("run %d of %d, elapsed %s%s", index, total, _format_seconds(elapsed), left)
+        left = f", ~{format_seconds(elapsed / (index - 1) * (total - index + 1))} left"
+    log.info("run %d of %d, elapsed %s%s", index, total, format_seconds(elapsed), left)

@@ -50,7 +50,7 @@ def test_studies_compose_and_expand(experiment, jobs):
 def test_smoke_sweep_tables_and_resume(tmp_path):
     result = sweep(tmp_path, "experiment=smoke")
     assert result.returncode == 0, result.stderr
-    assert "8 of 8 runs done" in result.stdout
+    assert "run 8 of 8" in result.stdout
     folder = tmp_path / "sweep"
     runs = pd.read_parquet(folder / "runs.parquet")
     curves = pd.read_parquet(folder / "curves.parquet")
