@@ -152,6 +152,11 @@ def _joined(name: pd.Series, details: pd.Series, separator: str) -> pd.Series:
     return name.where(details == "", name + separator + details)
 
 
+def joined_labels(name: pd.Series, frame: pd.DataFrame, keys: Sequence[str]) -> pd.Series:
+    """`name` with the values of `keys` in `frame`: 'net2, momentum=0.9'."""
+    return _joined(name.astype(str), _describe(frame, keys, "optimizer."), ", ")
+
+
 def net_labels(frame: pd.DataFrame) -> pd.Series:
     """A net's name: the model, with its hidden layers when they differ between runs of that
     model ('mlp: hidden=[100, 100]'). Other model keys (activations, initialisation) are part
@@ -463,11 +468,19 @@ def swept_keys(runs: pd.DataFrame) -> list[str]:
     batch size, ...)."""
     keys = label_keys(runs, without=(LR_KEY, *NET_KEYS))
     types = {k: runs[k].dropna().infer_objects().dtype for k in keys}
-    return [
+    numeric = [
         k
         for k, t in types.items()
         if pd.api.types.is_numeric_dtype(t) and not pd.api.types.is_bool_dtype(t)
     ]
+    # A key that moves in lockstep with another (a table optimizer's rate with the optimizer it
+    # is looked up for) is that key's attribute, not an axis of its own.
+    return [k for k in numeric if not any(_in_lockstep(runs, k, j) for j in keys if j != k)]
+
+
+def _in_lockstep(frame: pd.DataFrame, a: str, b: str) -> bool:
+    pairs = pd.DataFrame({"a": _as_text(frame[a]), "b": _as_text(frame[b])}).drop_duplicates()
+    return len(pairs) == pairs["a"].nunique() == pairs["b"].nunique()
 
 
 def along(table: pd.DataFrame, key: str) -> pd.DataFrame:

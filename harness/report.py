@@ -56,6 +56,8 @@ OPTIMIZER_COLORS = {
     "yellowfin": "#d4a017",
 }
 OPTIMIZER_ORDER = list(OPTIMIZER_COLORS)
+# Settings of a single optimizer get these in turn (colour-blind-safe, Okabe & Ito).
+SETTING_COLORS = ["#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000"]
 # Optimizers not listed above get one of these, by a stable hash of their name.
 EXTRA_COLORS = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d"]
 
@@ -309,16 +311,20 @@ def setting_order(frame: pd.DataFrame, column: str = "setting") -> list[str]:
 
 def setting_styles(frame: pd.DataFrame, column: str = "setting") -> dict[str, dict]:
     """Per setting: its optimizer's colour, and a line style and marker of its own among the
-    settings of that optimizer (the first gets a solid line and circles)."""
+    settings of that optimizer (the first gets a solid line and circles). When every setting
+    has one optimizer (what differs is something else: the embedding tables' optimizer, the
+    momentum), each setting gets a colour of its own."""
     optimizer_of = dict(zip(frame[column], frame["optimizer"], strict=False))
+    one_optimizer = len(set(optimizer_of.values())) == 1 and len(optimizer_of) > 1
     styles: dict[str, dict] = {}
     count: dict[str, int] = {}
-    for setting in setting_order(frame, column):
+    for i, setting in enumerate(setting_order(frame, column)):
         optimizer = optimizer_of[setting]
         n = count.get(optimizer, 0)
         count[optimizer] = n + 1
+        colour = SETTING_COLORS[i % len(SETTING_COLORS)] if one_optimizer else None
         styles[setting] = {
-            "color": optimizer_color(optimizer),
+            "color": colour or optimizer_color(optimizer),
             "ls": LINE_STYLES[n % len(LINE_STYLES)],
             "marker": MARKERS[n % len(MARKERS)],
         }
@@ -627,7 +633,8 @@ def axis_figure(table: pd.DataFrame, key: str, metrics: Sequence[str], title: st
     xs = sorted(table["x"].dropna().unique())
     if len(xs) < 2:
         raise Skipped(f"the sweep has a single value of {key}: no axis to draw")
-    nets = net_order(table)
+    # Nets run at a single value of the key have no line to draw.
+    nets = [n for n in net_order(table) if table.loc[table["net"] == n, "x"].nunique() > 1]
     styles = setting_styles(table, "line")
     fig, axes = _figure(len(nets), len(metrics), sharex="col")
     for col, net in enumerate(nets):
@@ -935,15 +942,28 @@ def final_metrics_table(best: pd.DataFrame, metric: str | None = None) -> pd.Dat
     in brackets), accuracies in %; the best setting of each net in bold (Markdown **)."""
     metric = metric or analysis.final_quality(best)
     k, digits = scale(metric), _metric_digits(metric)
+    # A numeric key the sweep varies (momentum, table size) makes rows, not columns.
+    swept = [key for key in analysis.swept_keys(best) if key != analysis.BATCH_KEY]
+    best = best.assign(
+        row=analysis.joined_labels(best["net"], best, swept),
+        setting=analysis.setting_labels(best, (analysis.LR_KEY, *swept)),
+    )
     rows = {}
-    for net in net_order(best):
-        panel = best[best["net"] == net].set_index("setting")
+    ordered = sorted(
+        best["row"].unique(),
+        key=lambda r: (
+            net_order(best).index(best.loc[best["row"] == r, "net"].iloc[0]),
+            tuple(best.loc[best["row"] == r, swept].iloc[0]) if swept else (),
+        ),
+    )
+    for net in ordered:
+        panel = best[best["row"] == net].set_index("setting")
         ok = panel[panel["n_diverged"] == 0][f"{metric}_mean"]
         winner = (
             (ok.idxmax() if analysis.higher_is_better(metric) else ok.idxmin()) if len(ok) else None
         )
         row = {}
-        for setting in setting_order(best[best["net"] == net]):
+        for setting in setting_order(best[best["row"] == net]):
             r = panel.loc[setting]
             value = _fmt(r[f"{metric}_mean"], r[f"{metric}_ci"], k, digits)
             text = f"{value} (lr {_lr_text(r['lr'])})"
@@ -1190,12 +1210,12 @@ def summary_markdown(
         f"* the same for every run: {', '.join(f'{k}={v}' for k, v in fixed.items())}",
         "",
         "Intervals are 95 % confidence intervals of the mean over seeds (Student's t); "
-        "accuracies in %, losses in nats (cross-entropy).",
+        f"accuracies in %, losses: {LOSS_NAMES.get(q, 'the problem loss')}.",
         "",
         f"## Final metrics at the best learning rate (batch {batch})",
         "",
         "Best learning rate per net and setting (each optimizer, and any other key that "
-        "varies): the highest mean final test accuracy (configs with a diverged seed last). "
+        f"varies): the best mean final test {q} (configs with a diverged seed last). "
         "Bold: the best setting of the net.",
     ]
     for metric in analysis.summary_metrics(runs):
