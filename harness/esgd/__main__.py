@@ -1,0 +1,3 @@
+from harness.esgd.app import main
+
+main()

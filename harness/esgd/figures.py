@@ -1,0 +1,175 @@
+"""Figures and the Markdown summary of an ESGD study, drawn from the tables of `tables`."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, MaxNLocator
+from omegaconf import DictConfig
+
+from harness.esgd import tables as t
+from harness.report import BAND_ALPHA, STYLE, optimizer_color, optimizer_order, save_figure
+
+METHOD_COLORS = {
+    "single": "#4d4d4d",
+    "population": "#1f77b4",
+    "esgd_no_evolution": "#ff7f0e",
+    "esgd": "#d62728",
+}
+COMPUTE_LABEL = "compute (thousands of mini-batch steps × models)"
+
+
+def _figure(n_cols: int) -> tuple[Figure, np.ndarray]:
+    fig = Figure(figsize=(4.4 * n_cols, 3.9), layout="constrained")
+    return fig, fig.subplots(1, n_cols, squeeze=False)[0]
+
+
+def _band(ax, x, low, high, color: str) -> None:
+    ax.fill_between(x, low, high, color=color, alpha=BAND_ALPHA, linewidth=0)
+
+
+def _plain_log_y(ax) -> None:
+    """A log-scale y axis labelled 0.1, 0.2, 0.5, 1, ... as plain numbers."""
+    ax.set_yscale("log")
+    label = FuncFormatter(lambda v, _: f"{v:g}" if _mantissa(v) in (1, 2, 5) else "")
+    ax.yaxis.set_major_formatter(label)
+    ax.yaxis.set_minor_formatter(label)
+
+
+def _mantissa(value: float) -> float:
+    return round(value / 10 ** math.floor(math.log10(value)), 6) if value > 0 else 0.0
+
+
+def fitness_figure(curves: pd.DataFrame, top_k: int) -> Figure:
+    """Against compute: the best individual's fitness (line: mean over seeds) with the range of
+    the top k (band: seed means of its ends), over the whole run and over its second half; and
+    the best individual's test error over the second half (band: min-max over seeds)."""
+    late = curves["generation"] >= curves["generation"].max() / 2
+    with matplotlib.rc_context(STYLE):
+        fig, (whole, zoom, error) = _figure(3)
+        for method in t.methods_in(curves):
+            color, label = METHOD_COLORS[method], t.LABELS[method]
+            for ax, part in ((whole, curves), (zoom, curves[late])):
+                c = part[part["method"] == method].groupby("generation")
+                x = c["model_steps"].first() / 1000
+                ax.plot(x, c["fitness"].mean(), color=color, label=label, marker=".")
+                if method != "single":
+                    _band(ax, x, c["topk_low"].mean(), c["topk_high"].mean(), color)
+            errors = c["test_error"]
+            error.plot(x, 100 * errors.mean(), color=color, marker=".")
+            _band(error, x, 100 * errors.min(), 100 * errors.max(), color)
+        n_seeds = curves["seed"].nunique()
+        whole.set(xlabel=COMPUTE_LABEL, ylabel="fitness: held-out loss (nats; log scale)")
+        whole.set_title(f"best individual; band: top {top_k}; {n_seeds} seed(s)")
+        _plain_log_y(whole)
+        zoom.set(xlabel=COMPUTE_LABEL, ylabel="fitness: held-out loss (nats)")
+        zoom.set_title("the same, second half of the run")
+        error.set(xlabel=COMPUTE_LABEL, ylabel="test error of the best individual (%)")
+        error.set_title("test error; band: min-max over seeds")
+        whole.set_xlim(left=0)
+        handles, labels = whole.get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncols=4, frameon=False)
+    return fig
+
+
+def optimizer_figure(table6: pd.DataFrame, share: pd.DataFrame) -> Figure:
+    """ESGD per generation: the optimizer of the best individual after the SGD phase (counted
+    over seeds), its learning rate, and the share of offspring among the selected."""
+    esgd = table6[table6["method"] == "esgd"]
+    with matplotlib.rc_context(STYLE):
+        fig, (count_ax, lr_ax, share_ax) = _figure(3)
+        counts = esgd.groupby(["generation", "optimizer"]).size().unstack(fill_value=0)
+        bottom = np.zeros(len(counts))
+        for name in optimizer_order(counts.columns):
+            color = optimizer_color(name)
+            count_ax.bar(counts.index, counts[name], bottom=bottom, color=color, label=name)
+            bottom += counts[name].to_numpy()
+            rows = esgd[esgd["optimizer"] == name]
+            lr_ax.scatter(rows["generation"], rows["lr"], color=color, s=18, alpha=0.8)
+        count_ax.set(xlabel="generation", ylabel="seeds", title="optimizer of the best individual")
+        lr_ax.set(xlabel="generation", ylabel="learning rate (log scale)")
+        lr_ax.set_title("its learning rate (one point per seed)")
+        _plain_log_y(lr_ax)
+        count_ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        count_ax.set_axisbelow(True)
+        by_generation = share.groupby("generation")["offspring_share"]
+        x = by_generation.mean().index
+        share_ax.plot(x, 100 * by_generation.mean(), color=METHOD_COLORS["esgd"], marker=".")
+        _band(
+            share_ax, x, 100 * by_generation.min(), 100 * by_generation.max(), METHOD_COLORS["esgd"]
+        )
+        share_ax.set(
+            xlabel="generation",
+            ylabel="offspring among the selected (%)",
+            ylim=(0, 100),
+            title="share of offspring; band: min-max over seeds",
+        )
+        for ax in (count_ax, lr_ax, share_ax):
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        handles, labels = count_ax.get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), frameon=False)
+    return fig
+
+
+def make_figures(tables: dict[str, pd.DataFrame]) -> dict[str, Figure]:
+    top_k = int(tables[t.TABLE1]["topk"].max())
+    figures = {"fitness": fitness_figure(tables[t.CURVES], top_k)}
+    if len(tables[t.OFFSPRING_SHARE]):  # ESGD ran
+        figures["optimizers"] = optimizer_figure(tables[t.TABLE6], tables[t.OFFSPRING_SHARE])
+    return figures
+
+
+def write_figures(tables: dict[str, pd.DataFrame], out_dir: Path) -> list[Path]:
+    written = []
+    for name, figure in make_figures(tables).items():
+        for suffix in (".png", ".svg"):
+            save_figure(figure, out_dir / f"{name}{suffix}")
+            written.append(out_dir / f"{name}{suffix}")
+    return written
+
+
+def summary_markdown(tables: dict[str, pd.DataFrame], cfg: DictConfig, wall_s: float) -> str:
+    e = cfg.esgd
+    seeds = sorted(tables[t.TABLE1]["seed"].unique())
+    compute = e.population * e.generations * e.sgd_steps
+    lines = [
+        f"# ESGD on {cfg.model.hidden} ({', '.join(cfg.model.activations)}) MLP",
+        "",
+        f"mu={e.population}, lambda={e.offspring}, m={e.elite}, K={e.generations}, "
+        f"K_s={e.sgd_steps} (back-off check every {e.backoff_every}), K_v={e.evolution_steps}, "
+        f"rho={e.parents}, sigma={e.mutation_std}; pool: {', '.join(e.pool)}; schedules: "
+        f"{', '.join(e.schedules)}; batch {cfg.train.batch_size}; fitness on "
+        f"{e.fitness_size} held-out training examples; seeds {', '.join(map(str, seeds))}.",
+        f"Every method: {compute:,} mini-batch steps × models. Wall time {wall_s / 60:.1f} min.",
+        "",
+        "## Table 1: best individual and top-k range after the last generation",
+        "",
+        t.table1_markdown(tables[t.TABLE1], e.top_k),
+        "",
+        "![fitness](fitness.png)",
+        "",
+    ]
+    if "esgd" not in set(tables[t.TABLE1]["method"]):
+        return "\n".join(lines)
+    lines += [
+        "ESGD against each method, paired by seed (mean ± 95 % CI):",
+        "",
+        t.comparison_markdown(tables[t.TABLE1]),
+        "",
+        f"## Table 6: the best individual after each SGD phase (ESGD, seed {seeds[0]})",
+        "",
+        t.table6_markdown(tables[t.TABLE6], seeds[0]),
+        "",
+        "## Figure 2: offspring among the selected, per generation (ESGD, over seeds)",
+        "",
+        t.offspring_share_markdown(tables[t.OFFSPRING_SHARE]),
+        "",
+        "![optimizers](optimizers.png)",
+        "",
+    ]
+    return "\n".join(lines)

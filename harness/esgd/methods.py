@@ -1,0 +1,261 @@
+"""ESGD and the baselines of the paper's Table 1, from the same machinery, at equal compute.
+
+Compute is counted in mini-batch steps x models (one forward and backward of one network on one
+mini-batch); fitness and test evaluations are not counted. Every method gets mu * K * K_s:
+
+* ``esgd``: mu individuals, K generations of an SGD phase (K_s steps each, back-off) and an
+  evolution phase;
+* ``esgd_no_evolution``: the same without the evolution phase (plans still re-drawn every
+  generation, back-off kept);
+* ``population``: mu independent networks, each with one plan drawn once for its K * K_s steps
+  (its schedule, like every schedule here, spans the whole run), no back-off, no evolution;
+* ``single``: one network with the plan of the population baseline's best individual (and its
+  initial weights), trained mu * K * K_s steps.
+
+For one seed every method starts from the same mu initial networks and sees the same sequence
+of shared mini-batches (the single baseline continues it mu times longer). Each method records
+one row per generation x individual (`Log`); a generation of a baseline is a checkpoint after the
+same compute as an ESGD generation.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from harness.engine import batch_indices
+from harness.esgd.data import Split
+from harness.esgd.operators import choose_parents, rank, recombine, select
+from harness.esgd.pool import Plan, Pool
+from harness.esgd.settings import Settings
+from harness.esgd.trainer import Trainer, losses_and_errors
+from harness.models import MLP
+from harness.stacked_model import StackedMLP
+
+log = logging.getLogger(__name__)
+STREAMS = ("init", "order", "plans", "evolution")
+
+
+def generators(seed: int) -> dict[str, torch.Generator]:
+    """One independent torch.Generator per source of randomness, derived from the seed."""
+    states = np.random.SeedSequence(seed).generate_state(len(STREAMS))
+    return {
+        name: torch.Generator().manual_seed(int(s)) for name, s in zip(STREAMS, states, strict=True)
+    }
+
+
+@dataclass
+class Individual:
+    uid: int  # unique within a run; kept by a survivor
+    model: MLP
+    fitness: float
+    parents: tuple[int, ...] = ()  # an offspring's parents' uids
+    born: int = 0  # the generation whose evolution phase made it
+
+
+@dataclass
+class Problem:
+    """What every method and seed shares."""
+
+    settings: Settings
+    pool: Pool
+    split: Split
+    new_model: Callable[[torch.Generator], MLP]  # initial weights drawn from the generator
+    batch_size: int
+
+    def initial(self, generator: torch.Generator) -> list[Individual]:
+        models = [self.new_model(generator) for _ in range(self.settings.population)]
+        fitness = self.evaluate(models)[0]
+        return [Individual(k, m, f) for k, (m, f) in enumerate(zip(models, fitness, strict=True))]
+
+    def batches(self, steps: int, generator: torch.Generator):
+        device = self.split.y_train.device
+        return batch_indices(len(self.split.y_train), self.batch_size, steps, generator, device)
+
+    def evaluate(self, models: Sequence[MLP], test: bool = False):
+        """(losses, errors) of `models` on the held-out fitness split (or the test set).
+        Copies are stacked: a StackedMLP rebinds its models, which may be training in another."""
+        s = self.split
+        x, y = (s.x_test, s.y_test) if test else (s.x_fit, s.y_fit)
+        return losses_and_errors(StackedMLP([copy.deepcopy(m) for m in models]), x, y)
+
+
+class Log:
+    """The rows of one method and seed: one per generation x individual."""
+
+    def __init__(self, problem: Problem, method: str, seed: int) -> None:
+        self.problem, self.method, self.seed = problem, method, seed
+        self.keys = sorted({k for e in problem.pool.pool.values() for k in e.get("ranges") or {}})
+        self.rows: list[dict] = []
+
+    def generation(
+        self,
+        generation: int,
+        candidates: Sequence[Individual],
+        plans: dict[int, Plan],
+        selected: Sequence[Individual],
+        start: dict[int, float] | None = None,
+        backoffs: dict[int, int] | None = None,
+    ) -> None:
+        """Record `candidates` (trained by `plans`, by uid; offspring have none) and which
+        survive; evaluates them on the test set for the tables."""
+        s = self.problem.settings
+        test_loss, test_error = self.problem.evaluate([c.model for c in candidates], test=True)
+        order = rank([c.fitness for c in candidates])
+        place = {c.uid: order.index(i) + 1 for i, c in enumerate(candidates)}
+        kept = {c.uid for c in selected}
+        for c, loss, error in zip(candidates, test_loss, test_error, strict=True):
+            plan = plans.get(c.uid)
+            hyper = plan.hyperparameters if plan else {}
+            self.rows.append(
+                {
+                    "method": self.method,
+                    "seed": self.seed,
+                    "generation": generation,
+                    "model_steps": generation * s.population * s.sgd_steps,
+                    "uid": c.uid,
+                    "offspring": bool(c.parents) and c.born == generation,
+                    "parents": "+".join(map(str, c.parents)),
+                    "optimizer": plan.optimizer if plan else "",
+                    "schedule": plan.schedule if plan else "",
+                    "hyperparameters": plan.describe() if plan else "",
+                    **{key: hyper.get(key, math.nan) for key in self.keys},
+                    "backoffs": (backoffs or {}).get(c.uid, 0),
+                    "fitness_start": (start or {}).get(c.uid, math.nan),
+                    "fitness": c.fitness,
+                    "test_loss": loss,
+                    "test_error": error,
+                    "rank": place[c.uid],
+                    "selected": c.uid in kept,
+                }
+            )
+        best = min((c.fitness for c in selected), key=lambda f: (math.isnan(f), f))
+        log.info(
+            "%s seed %d generation %d: best fitness %.4f", self.method, self.seed, generation, best
+        )
+
+
+def sgd_phase(
+    problem: Problem, population: list[Individual], plans: list[Plan], batches, generation: int
+) -> dict[int, int]:
+    """Train every individual K_s steps with its plan (its schedule at this generation's stretch
+    of the run); every `backoff_every` steps, an individual whose fitness rose is restored to
+    the previous check. Returns the back-offs by uid."""
+    s = problem.settings
+    models = [i.model for i in population]
+    start = (generation - 1) * s.sgd_steps
+    trainer = Trainer(models, plans, problem.pool, s.steps, problem.split, batches, start)
+    backoffs = dict.fromkeys((i.uid for i in population), 0)
+    for _ in range(s.sgd_steps // s.backoff_every):
+        snapshot = trainer.snapshot()
+        trainer.train(s.backoff_every)
+        for k, (individual, fitness) in enumerate(zip(population, trainer.fitness(), strict=True)):
+            if fitness <= individual.fitness:
+                individual.fitness = fitness
+            else:  # worse, or NaN
+                trainer.restore(snapshot, k)
+                backoffs[individual.uid] += 1
+    return backoffs
+
+
+def offspring(
+    problem: Problem, population: list[Individual], born: int, uids, generator: torch.Generator
+) -> list[Individual]:
+    """lambda offspring of `population` (see operators.recombine), their fitness evaluated."""
+    s = problem.settings
+    children = []
+    for picked in choose_parents(len(population), s.offspring, s.parents, generator):
+        parents = [population[i] for i in picked]
+        tensors = recombine(
+            [list(p.model.parameters()) for p in parents], s.mutation_std, generator
+        )
+        model = copy.deepcopy(parents[0].model)  # the architecture; its weights are replaced
+        with torch.no_grad():
+            for parameter, tensor in zip(model.parameters(), tensors, strict=True):
+                parameter.copy_(tensor)
+        lineage = tuple(p.uid for p in parents)
+        children.append(Individual(next(uids), model, math.nan, lineage, born))
+    fitness = problem.evaluate([c.model for c in children])[0]
+    for child, value in zip(children, fitness, strict=True):
+        child.fitness = value
+    return children
+
+
+def esgd(problem: Problem, seed: int, evolve: bool = True) -> list[dict]:
+    s, rng = problem.settings, generators(seed)
+    log = Log(problem, "esgd" if evolve else "esgd_no_evolution", seed)
+    population = problem.initial(rng["init"])
+    log.generation(0, population, {}, population)
+    uids = itertools.count(len(population))
+    batches = problem.batches(s.steps, rng["order"])
+    for generation in range(1, s.generations + 1):
+        plans = [problem.pool.sample(rng["plans"]) for _ in population]
+        start = {i.uid: i.fitness for i in population}
+        backoffs = sgd_phase(problem, population, plans, batches, generation)
+        trained = {i.uid: plan for i, plan in zip(population, plans, strict=True)}
+        candidates = list(population)
+        for _ in range(s.evolution_steps if evolve else 0):
+            children = offspring(problem, population, generation, uids, rng["evolution"])
+            candidates += children
+            everyone = population + children
+            chosen = select([i.fitness for i in everyone], s.population, s.elite, rng["evolution"])
+            population = [everyone[i] for i in chosen]
+        log.generation(generation, candidates, trained, population, start, backoffs)
+    return log.rows
+
+
+def independent(
+    problem: Problem, seed: int, method: str, uids: Sequence[int], plans: Sequence[Plan]
+) -> list[dict]:
+    """The baselines: individuals `uids` of the initial population, each trained alone with its
+    one plan for its share of mu * K * K_s steps, recorded after every mu * K_s of them."""
+    s, rng = problem.settings, generators(seed)
+    log = Log(problem, method, seed)
+    initial = problem.initial(rng["init"])  # the same networks ESGD starts from
+    population = [initial[uid] for uid in uids]
+    log.generation(0, population, {}, population)
+    per_generation = s.population * s.sgd_steps // len(population)
+    steps = s.generations * per_generation
+    batches = problem.batches(steps, rng["order"])
+    models = [i.model for i in population]
+    trainer = Trainer(models, plans, problem.pool, steps, problem.split, batches)
+    by_uid = {i.uid: plan for i, plan in zip(population, plans, strict=True)}
+    for generation in range(1, s.generations + 1):
+        start = {i.uid: i.fitness for i in population}
+        trainer.train(per_generation)
+        for individual, fitness in zip(population, trainer.fitness(), strict=True):
+            individual.fitness = fitness
+        log.generation(generation, population, by_uid, population, start)
+    return log.rows
+
+
+def run_seed(problem: Problem, seed: int) -> tuple[list[dict], dict[str, float]]:
+    """Every method of `problem.settings.methods` for one seed: rows, and wall time by method."""
+    s = problem.settings
+    plan_rng = generators(seed)["plans"]
+    plans = [problem.pool.sample(plan_rng) for _ in range(s.population)]  # population baseline's
+    rows, seconds = [], {}
+    # the single baseline takes the population baseline's best plan: it runs after it
+    for method in sorted(s.methods, key=lambda m: m == "single"):
+        tic = time.perf_counter()
+        if method == "population":
+            new = independent(problem, seed, method, range(s.population), plans)
+        elif method == "single":
+            final = [
+                r for r in rows if r["method"] == "population" and r["generation"] == s.generations
+            ]
+            best = min(final, key=lambda r: (math.isnan(r["fitness"]), r["fitness"]))["uid"]
+            new = independent(problem, seed, method, [best], [plans[best]])
+        else:
+            new = esgd(problem, seed, evolve=method == "esgd")
+        rows += new
+        seconds[method] = time.perf_counter() - tic
+    return rows, seconds

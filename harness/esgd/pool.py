@@ -1,0 +1,86 @@
+"""The optimizer pool: what an individual draws for an SGD phase, and how it is built."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import torch
+from omegaconf import DictConfig
+
+from harness.errors import ConfigError
+from harness.run import build
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one individual trains with for one SGD phase (or a baseline for its whole run)."""
+
+    optimizer: str  # a pool entry
+    hyperparameters: dict[str, float]  # sampled values, passed to the optimizer class
+    schedule: str  # a schedule entry, spanning the phase
+
+    def describe(self) -> str:
+        values = ", ".join(f"{k}={v:g}" for k, v in self.hyperparameters.items())
+        return f"{self.optimizer} ({values}; {self.schedule})"
+
+
+def _uniform(generator: torch.Generator) -> float:
+    return torch.rand(1, generator=generator, dtype=torch.float64).item()
+
+
+def _choice(names: list[str], generator: torch.Generator) -> str:
+    return names[min(int(_uniform(generator) * len(names)), len(names) - 1)]
+
+
+class Pool:
+    """Optimizers with hyper-parameter ranges, and learning-rate schedules, to draw plans from.
+
+    A plan draws an optimizer and a schedule uniformly, and each hyper-parameter with a range
+    log-uniformly in [low, high], rounded to 3 significant digits (readable tables).
+    """
+
+    def __init__(self, pool: DictConfig, schedules: DictConfig) -> None:
+        self.pool, self.schedules = pool, schedules
+        self.names, self.schedule_names = list(pool), list(schedules)
+
+    def sample(self, generator: torch.Generator) -> Plan:
+        name = _choice(self.names, generator)
+        hyperparameters = {}
+        for key, (low, high) in (self.pool[name].get("ranges") or {}).items():
+            value = low * (high / low) ** _uniform(generator)
+            hyperparameters[key] = float(f"{value:.3g}")
+        return Plan(name, hyperparameters, _choice(self.schedule_names, generator))
+
+    def build(self, plan: Plan, model: torch.nn.Module, steps: int, start: int = 0):
+        """(optimizer, LR scheduler) of `plan` for `model`: the schedule spans a run of `steps`
+        and is advanced to step `start` (an SGD phase takes its stretch of the run's schedule).
+
+        The optimizer gets two parameter groups (weights, biases), so that the stacked engine
+        steps it with its own step(): its whole state, step count included, is its own, which a
+        back-off restores for one individual (`trainer.Trainer`)."""
+        layers = list(model.layers)
+        groups = [{"params": [m.weight for m in layers]}, {"params": [m.bias for m in layers]}]
+        schedule = self.schedules[plan.schedule]
+        try:
+            optimizer = build(self.pool[plan.optimizer].optimizer)(groups, **plan.hyperparameters)
+            # T_max null (cosine): over the run
+            extra = {"T_max": steps} if schedule.get("T_max", "unset") is None else {}
+            scheduler = build(schedule)(optimizer, **extra)
+        except (ValueError, TypeError) as exc:  # torch's own checks of the values
+            raise ConfigError(f"esgd pool: {plan.describe()} cannot be built: {exc}") from None
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Detected call of")  # no optimizer step yet
+            for _ in range(start):
+                scheduler.step()
+        return optimizer, scheduler
+
+    def check(self, model: torch.nn.Module) -> None:
+        """Build every optimizer at both ends of its ranges with every schedule: a bad pool fails
+        before anything trains."""
+        for name in self.names:
+            ranges = self.pool[name].get("ranges") or {}
+            for end in (0, 1):
+                values = {key: float(bounds[end]) for key, bounds in ranges.items()}
+                for schedule in self.schedule_names:
+                    self.build(Plan(name, values, schedule), model, steps=1)

@@ -1,0 +1,113 @@
+"""ESGD's settings (the `esgd` node of `experiment=esgd`), checked into one frozen dataclass."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from omegaconf import DictConfig, OmegaConf
+
+from harness.errors import ConfigError
+from harness.stacked_model import MLP_TARGET
+from harness.validate import require_int, require_number
+
+
+@dataclass(frozen=True)
+class Settings:
+    population: int  # mu
+    offspring: int  # lambda, made at every evolution step
+    elite: int  # m: the fittest kept by every selection
+    generations: int  # K
+    sgd_steps: int  # K_s: steps of each individual in one SGD phase
+    backoff_every: int  # steps between two fitness checks of the SGD phase (divides K_s)
+    evolution_steps: int  # K_v
+    parents: int  # rho: parents averaged into one offspring
+    mutation_std: float  # sigma of the Gaussian added to every offspring weight
+    fitness_size: int  # examples of the training data held out to measure fitness
+    top_k: int  # the best k individuals whose range Table 1 shows
+    repeats: int  # seeds seed, seed + 1, ...: every method runs once per seed
+    methods: tuple[str, ...]
+    pool: DictConfig  # name -> {optimizer: partial config, ranges: {hyper-parameter: [lo, hi]}}
+    schedules: DictConfig  # name -> partial LR scheduler config
+
+    @property
+    def steps(self) -> int:
+        """Mini-batch steps per individual over the whole run."""
+        return self.generations * self.sgd_steps
+
+
+METHODS = ("single", "population", "esgd_no_evolution", "esgd")
+
+
+def _positive(node: DictConfig, key: str, minimum: int = 1) -> int:
+    require_int(node.get(key), f"esgd.{key}", minimum=minimum)
+    return int(node[key])
+
+
+def _ranges(name: str, entry: DictConfig) -> None:
+    if not isinstance(entry, DictConfig) or "optimizer" not in entry:
+        raise ConfigError(f"esgd.pool.{name} needs an `optimizer` (a partial optimizer config)")
+    for key, bounds in (entry.get("ranges") or {}).items():
+        where = f"esgd.pool.{name}.ranges.{key}"
+        if OmegaConf.is_list(bounds) and len(bounds) == 2:
+            low, high = (require_number(b, where) for b in bounds)
+            if 0 < low <= high:
+                continue
+        raise ConfigError(f"{where} must be [low, high] with 0 < low <= high, got {bounds}")
+
+
+def settings(cfg: DictConfig) -> Settings:
+    """The checked settings of `cfg.esgd`; ConfigError (one line) on any bad value."""
+    node = cfg.get("esgd")
+    if node is None:
+        raise ConfigError("no esgd settings: compose with experiment=esgd")
+    if cfg.model.get("_target_") != MLP_TARGET:
+        raise ConfigError(f"ESGD trains stacked {MLP_TARGET} models, not {cfg.model._target_}")
+    population = _positive(node, "population", minimum=2)
+    sgd_steps = _positive(node, "sgd_steps")
+    backoff_every = _positive(node, "backoff_every")
+    if sgd_steps % backoff_every:
+        raise ConfigError(
+            f"esgd.backoff_every ({backoff_every}) must divide esgd.sgd_steps ({sgd_steps})"
+        )
+    elite = _positive(node, "elite")
+    if elite > population:
+        raise ConfigError(f"esgd.elite ({elite}) must be at most esgd.population ({population})")
+    parents = _positive(node, "parents")
+    if parents > population:
+        raise ConfigError(
+            f"esgd.parents ({parents}) must be at most esgd.population ({population})"
+        )
+    top_k = _positive(node, "top_k")
+    if top_k > population:
+        raise ConfigError(f"esgd.top_k ({top_k}) must be at most esgd.population ({population})")
+    if require_number(node.get("mutation_std"), "esgd.mutation_std") < 0:
+        raise ConfigError(f"esgd.mutation_std must be >= 0, got {node.mutation_std}")
+    methods = tuple(node.get("methods") or ())
+    unknown = [m for m in methods if m not in METHODS]
+    if not methods or unknown:
+        raise ConfigError(f"esgd.methods must be a list of {', '.join(METHODS)}; got {methods}")
+    if "single" in methods and "population" not in methods:
+        raise ConfigError("esgd.methods: the single baseline needs the population baseline")
+    if not node.get("pool"):
+        raise ConfigError("esgd.pool must name at least one optimizer")
+    for name, entry in node.pool.items():
+        _ranges(name, entry)
+    if not node.get("schedules"):
+        raise ConfigError("esgd.schedules must name at least one schedule")
+    return Settings(
+        population=population,
+        offspring=_positive(node, "offspring"),
+        elite=elite,
+        generations=_positive(node, "generations"),
+        sgd_steps=sgd_steps,
+        backoff_every=backoff_every,
+        evolution_steps=_positive(node, "evolution_steps"),
+        parents=parents,
+        mutation_std=float(node.mutation_std),
+        fitness_size=_positive(node, "fitness_size"),
+        top_k=top_k,
+        repeats=_positive(node, "repeats"),
+        methods=methods,
+        pool=node.pool,
+        schedules=node.schedules,
+    )

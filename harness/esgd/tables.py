@@ -1,0 +1,190 @@
+"""The tables of an ESGD study, all computed from the rows of `methods` (one per method x seed x
+generation x individual): the curves of the figures, and the analogues of the paper's Table 1
+(best individual and top-k range per method), Table 6 (the best individual's optimizer per
+generation) and Figure 2 (share of offspring among the selected)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis import t_interval
+from harness.report import markdown_table
+
+INDIVIDUALS, TABLE1, TABLE6, OFFSPRING_SHARE, CURVES = (
+    "individuals",
+    "table1",
+    "table6",
+    "offspring_share",
+    "curves",
+)
+LABELS = {
+    "single": "single baseline",
+    "population": "population baseline",
+    "esgd_no_evolution": "ESGD w/o evolution",
+    "esgd": "ESGD",
+}
+
+
+def methods_in(frame: pd.DataFrame) -> list[str]:
+    return [m for m in LABELS if m in set(frame["method"])]
+
+
+def survivors(individuals: pd.DataFrame) -> pd.DataFrame:
+    """The population at the end of each generation, fittest first, with `place` (1 = best)."""
+    kept = individuals[individuals["selected"]].sort_values(
+        ["method", "seed", "generation", "fitness", "uid"], na_position="last"
+    )
+    place = kept.groupby(["method", "seed", "generation"]).cumcount() + 1
+    return kept.assign(place=place)
+
+
+def curves(individuals: pd.DataFrame, top_k: int) -> pd.DataFrame:
+    """Per method, seed and generation: compute so far, the best individual's fitness, test
+    loss and test error, and the fitness range of the top k."""
+    kept = survivors(individuals)
+    keys = ["method", "seed", "generation"]
+    best = kept[kept["place"] == 1].set_index(keys)
+    top = kept[kept["place"] <= top_k].groupby(keys)["fitness"]
+    return (
+        best[["model_steps", "fitness", "test_loss", "test_error"]]
+        .assign(topk_low=top.min(), topk_high=top.max())
+        .reset_index()
+    )
+
+
+def table1(individuals: pd.DataFrame, top_k: int) -> pd.DataFrame:
+    """After the last generation, per method and seed: the best individual (by fitness) and the
+    range over the top k (of fitness and test error; k is 1 for the single baseline)."""
+    kept = survivors(individuals)
+    last = kept[kept["generation"] == kept["generation"].max()]
+    top = last[last["place"] <= top_k]
+    agg = top.groupby(["method", "seed"]).agg(
+        topk=("uid", "size"),
+        topk_fitness_low=("fitness", "min"),
+        topk_fitness_high=("fitness", "max"),
+        topk_error_low=("test_error", "min"),
+        topk_error_high=("test_error", "max"),
+    )
+    best = last[last["place"] == 1].set_index(["method", "seed"])
+    columns = ["model_steps", "fitness", "test_loss", "test_error"]
+    return best[columns].join(agg).reset_index()
+
+
+def table6(individuals: pd.DataFrame) -> pd.DataFrame:
+    """Per method that draws plans every generation, seed and generation: the plan of the
+    individual with the best fitness after the SGD phase, and whether the generation's best
+    survivor is an offspring."""
+    trained = individuals[(individuals["optimizer"] != "") & ~individuals["offspring"]]
+    trained = trained[trained["method"].isin(["esgd", "esgd_no_evolution"])]
+    keys = ["method", "seed", "generation"]
+    best = trained.sort_values([*keys, "fitness", "uid"]).groupby(keys).head(1).set_index(keys)
+    kept = survivors(individuals)
+    best_survivor = kept[kept["place"] == 1].set_index(keys)["offspring"]
+    columns = ["optimizer", "hyperparameters", "lr", "schedule", "fitness", "test_error"]
+    table = best[columns].join(best_survivor.rename("best_is_offspring"), how="left")
+    return table.reset_index()
+
+
+def offspring_share(individuals: pd.DataFrame) -> pd.DataFrame:
+    """Per seed and generation of ESGD: the share of offspring among the selected."""
+    kept = individuals[(individuals["method"] == "esgd") & individuals["selected"]]
+    kept = kept[kept["generation"] > 0]
+    share = kept.groupby(["seed", "generation"])["offspring"].mean().rename("offspring_share")
+    return share.reset_index()
+
+
+# --- Markdown ----------------------------------------------------------------------------------
+
+
+def _mean_ci(values, scale: float = 1.0, digits: int = 4) -> str:
+    mean, half, n = t_interval(np.asarray(values, dtype=float) * scale)
+    return f"{mean:.{digits}f}" + ("" if n < 2 else f" ± {half:.{digits}f}")
+
+
+def table1_markdown(table: pd.DataFrame, top_k: int) -> str:
+    """Table 1: means over seeds (± 95 % CI, t distribution, from 2 seeds); top-k ranges are
+    the seed means of their ends; errors in %."""
+    rows = []
+    for method in methods_in(table):
+        t = table[table["method"] == method]
+        fit_range = f"[{t['topk_fitness_low'].mean():.4f}, {t['topk_fitness_high'].mean():.4f}]"
+        err_range = (
+            f"[{100 * t['topk_error_low'].mean():.2f}, {100 * t['topk_error_high'].mean():.2f}]"
+        )
+        rows.append(
+            {
+                "method": LABELS[method],
+                "seeds": len(t),
+                "best: fitness (held-out loss)": _mean_ci(t["fitness"]),
+                "best: test loss": _mean_ci(t["test_loss"]),
+                "best: test error (%)": _mean_ci(t["test_error"], 100, 2),
+                f"top {top_k}: fitness": fit_range if t["topk"].max() > 1 else "–",
+                f"top {top_k}: test error (%)": err_range if t["topk"].max() > 1 else "–",
+            }
+        )
+    return markdown_table(pd.DataFrame(rows), index=False)
+
+
+def comparison_markdown(table: pd.DataFrame, method: str = "esgd") -> str:
+    """`method` minus each baseline, paired by seed (negative: `method` is better)."""
+    wide = table.pivot(index="seed", columns="method")
+    rows = []
+    for other in methods_in(table):
+        if other == method or method not in set(table["method"]):
+            continue
+        diff = wide.xs(method, axis=1, level=1) - wide.xs(other, axis=1, level=1)
+        rows.append(
+            {
+                "comparison": f"{LABELS[method]} − {LABELS[other]}",
+                "seeds": int(diff["fitness"].notna().sum()),
+                "Δ best fitness": _mean_ci(diff["fitness"]),
+                "Δ best test error (points of %)": _mean_ci(diff["test_error"], 100, 2),
+                "seeds where ESGD's fitness is lower": int((diff["fitness"] < 0).sum()),
+            }
+        )
+    return markdown_table(pd.DataFrame(rows), index=False)
+
+
+def table6_markdown(table: pd.DataFrame, seed: int) -> str:
+    t = table[(table["method"] == "esgd") & (table["seed"] == seed)]
+    t = t.assign(
+        fitness=t["fitness"].map("{:.4f}".format),
+        test_error=(100 * t["test_error"]).map("{:.2f}".format),
+    )
+    columns = ["generation", "optimizer", "hyperparameters", "fitness", "test_error"]
+    return markdown_table(t[columns + ["best_is_offspring"]], index=False)
+
+
+def offspring_share_markdown(share: pd.DataFrame) -> str:
+    by_generation = share.groupby("generation")["offspring_share"]
+    frame = pd.DataFrame(
+        {
+            "mean": (100 * by_generation.mean()).map("{:.1f}".format),
+            "min": (100 * by_generation.min()).map("{:.1f}".format),
+            "max": (100 * by_generation.max()).map("{:.1f}".format),
+        }
+    )
+    frame.columns = [f"offspring among the selected (%): {c}" for c in frame.columns]
+    return markdown_table(frame)
+
+
+def write_tables(individuals: pd.DataFrame, top_k: int, out_dir: Path) -> dict[str, pd.DataFrame]:
+    """Every table as Parquet in `out_dir`; returns them by name."""
+    tables = {
+        INDIVIDUALS: individuals,
+        CURVES: curves(individuals, top_k),
+        TABLE1: table1(individuals, top_k),
+        TABLE6: table6(individuals),
+        OFFSPRING_SHARE: offspring_share(individuals),
+    }
+    for name, frame in tables.items():
+        frame.to_parquet(out_dir / f"{name}.parquet", index=False)
+    return tables
+
+
+def read_tables(folder: Path) -> dict[str, pd.DataFrame]:
+    names = (INDIVIDUALS, CURVES, TABLE1, TABLE6, OFFSPRING_SHARE)
+    return {name: pd.read_parquet(folder / f"{name}.parquet") for name in names}

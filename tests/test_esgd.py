@@ -1,0 +1,336 @@
+"""ESGD (harness.esgd): elitism, back-off, the operators, the fitness split, reproducibility and
+bad settings, on tiny populations and a subset of MNIST."""
+
+import copy
+import dataclasses
+import itertools
+import math
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import torch
+
+from conftest import MNIST_DIR, REPO, compose_config
+from harness.errors import ConfigError
+from harness.esgd import methods, operators
+from harness.esgd.app import build_problem, execute
+from harness.esgd.pool import Plan
+from harness.esgd.tables import read_tables
+from harness.esgd.trainer import Trainer
+
+TINY = [
+    "experiment=esgd",
+    "data.train_size=1200",
+    "data.test_size=200",
+    "train.batch_size=50",
+    "threads=1",
+    "esgd.fitness_size=200",
+    "esgd.population=4",
+    "esgd.offspring=4",
+    "esgd.elite=1",
+    "esgd.generations=3",
+    "esgd.sgd_steps=6",
+    "esgd.backoff_every=3",
+    "esgd.top_k=2",
+]
+
+
+def tiny_cfg(*overrides: str):
+    return compose_config([f"data.root={MNIST_DIR}", *TINY, *overrides])
+
+
+@pytest.fixture(scope="module")
+def problem(mnist_dir):
+    return build_problem(tiny_cfg())
+
+
+@pytest.fixture(scope="module")
+def wild_problem(mnist_dir):
+    """A pool whose plain SGD draws learning rates far too large: SGD phases degrade."""
+    return build_problem(tiny_cfg("esgd.pool.sgd.ranges.lr=[10,1000]"))
+
+
+def best_per_generation(rows: list[dict]) -> list[float]:
+    frame = pd.DataFrame(rows)
+    return frame[frame["selected"]].groupby("generation")["fitness"].min().tolist()
+
+
+# --- elitism and back-off ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("evolve", [True, False])
+def test_best_fitness_never_rises_between_generations(wild_problem, evolve):
+    s = wild_problem.settings
+    rows = methods.esgd(wild_problem, seed=3, evolve=evolve)
+    best = best_per_generation(rows)
+    assert len(best) == s.generations + 1
+    assert all(b <= a for a, b in itertools.pairwise(best)), best
+    assert best[-1] < best[0]
+    frame = pd.DataFrame(rows)
+    assert frame["backoffs"].sum() > 0  # the case was exercised
+    for _, generation in frame.groupby("generation"):
+        fittest = generation.loc[generation["fitness"].idxmin()]
+        assert fittest["selected"]  # the fittest candidate always survives
+        assert generation["selected"].sum() == s.population
+
+
+def test_selection_keeps_the_elite_and_draws_the_rest_uniformly():
+    fitness = [0.5, 0.1, math.nan, 0.3, 0.2, 0.9]
+    generator = torch.Generator().manual_seed(0)
+    counts = dict.fromkeys(range(6), 0)
+    for _ in range(3000):
+        chosen = operators.select(fitness, survivors=4, elite=2, generator=generator)
+        assert chosen[:2] == [1, 4] and len(set(chosen)) == 4
+        for i in chosen[2:]:
+            counts[i] += 1
+    # two of the four others, uniformly: each is drawn half of the time
+    assert all(abs(counts[i] / 3000 - 0.5) < 0.05 for i in (0, 2, 3, 5)), counts
+    assert operators.rank(fitness) == [1, 4, 3, 0, 5, 2]  # NaN is the worst
+
+
+@pytest.fixture(scope="module")
+def wide_problem(mnist_dir):
+    """The pool with two more repository optimizers, added from the command line."""
+    more = [f"+optimizer@esgd.pool.{name}.optimizer={name}" for name in ("nadam", "rmsprop")]
+    ranges = [
+        "+esgd.pool.nadam.ranges={lr:[0.001,0.01]}",
+        "+esgd.pool.rmsprop.ranges={lr:[0.001,0.01]}",
+    ]
+    return build_problem(tiny_cfg(*more, *ranges))
+
+
+PAIRS = {
+    "adam, momentum": ("adam", {"lr": 0.01}, "momentum", {"lr": 0.05, "momentum": 0.9}),
+    "nadam, rmsprop": ("nadam", {"lr": 0.01}, "rmsprop", {"lr": 0.003}),
+}
+
+
+@pytest.mark.parametrize("pair", PAIRS.values(), ids=PAIRS.keys())
+def test_backoff_restores_weights_optimizer_state_and_schedule_exactly(wide_problem, pair):
+    problem = wide_problem
+    population = problem.initial(torch.Generator().manual_seed(0))[:2]
+    plans = [Plan(pair[0], pair[1], "cosine"), Plan(pair[2], pair[3], "cosine")]
+    split = problem.split
+    fixed = [(i, torch.arange(i * 50, (i + 1) * 50)) for i in range(3)]
+    trainer = Trainer(
+        [p.model for p in population], plans, problem.pool, 12, split, itertools.cycle(fixed)
+    )
+    trainer.train(3)  # optimizer state and schedule are under way
+    snapshot = trainer.snapshot()
+    state_before = copy.deepcopy(trainer.optimizers[0].state_dict())
+    weights_before = [p.detach().clone() for p in population[0].model.parameters()]
+    trainer.train(3)
+    after = [p.detach().clone() for p in population[0].model.parameters()]
+    other = [p.detach().clone() for p in population[1].model.parameters()]
+    assert not torch.equal(after[0], weights_before[0])
+
+    trainer.restore(snapshot, 0)
+    for p, w in zip(population[0].model.parameters(), weights_before, strict=True):
+        assert torch.equal(p, w)
+    for p, w in zip(population[1].model.parameters(), other, strict=True):
+        assert torch.equal(p, w)  # the others are left alone
+    state = trainer.optimizers[0].state_dict()
+    assert state["param_groups"] == state_before["param_groups"]
+    for key, values in state_before["state"].items():
+        for name, value in values.items():
+            assert torch.equal(state["state"][key][name], value), name
+    # ... and training on from there repeats the same steps bit for bit (step counts, moments,
+    # the schedule's position: everything Adam's and the cosine's next steps depend on)
+    trainer.train(3)
+    for p, w in zip(population[0].model.parameters(), after, strict=True):
+        assert torch.equal(p, w)
+
+
+def test_sgd_phase_backs_off_an_individual_whose_fitness_degrades(problem):
+    population = problem.initial(torch.Generator().manual_seed(1))[:2]
+    initial = [[p.detach().clone() for p in i.model.parameters()] for i in population]
+    start = [i.fitness for i in population]
+    plans = [Plan("sgd", {"lr": 1e4}, "constant"), Plan("sgd", {"lr": 0.5}, "constant")]
+    batches = problem.batches(100, torch.Generator().manual_seed(0))
+    backoffs = methods.sgd_phase(problem, population, plans, batches, generation=1)
+    s = problem.settings
+    assert backoffs == {population[0].uid: s.sgd_steps // s.backoff_every, population[1].uid: 0}
+    assert population[0].fitness == start[0]
+    for p, w in zip(population[0].model.parameters(), initial[0], strict=True):
+        assert torch.equal(p, w)
+    assert population[1].fitness < start[1]
+    assert problem.evaluate([population[0].model])[0][0] == pytest.approx(start[0], rel=1e-6)
+
+
+# --- operators ---------------------------------------------------------------------------------
+
+
+def test_recombination_is_the_parents_mean_plus_gaussian_noise_of_the_given_std():
+    g = torch.Generator().manual_seed(0)
+    a = [torch.randn(300, 400, generator=g), torch.randn(400, generator=g)]
+    b = [torch.randn(300, 400, generator=g), torch.randn(400, generator=g)]
+    kept = [t.clone() for t in a + b]
+    assert all(torch.equal(c, p) for c, p in zip(operators.recombine([a], 0.0, g), a, strict=True))
+    mean = operators.recombine([a, b], 0.0, g)
+    assert all(torch.equal(m, (x + y) / 2) for m, x, y in zip(mean, a, b, strict=True))
+    child = operators.recombine([a, b], 0.01, torch.Generator().manual_seed(5))
+    noise = child[0] - mean[0]
+    assert noise.std().item() == pytest.approx(0.01, rel=0.02)
+    assert abs(noise.mean().item()) < 1e-4
+    again = operators.recombine([a, b], 0.01, torch.Generator().manual_seed(5))
+    assert all(torch.equal(x, y) for x, y in zip(child, again, strict=True))
+    assert all(torch.equal(t, k) for t, k in zip(a + b, kept, strict=True))  # parents untouched
+
+
+def test_parents_are_distinct_members_of_the_population():
+    picks = operators.choose_parents(5, 200, 3, torch.Generator().manual_seed(0))
+    assert len(picks) == 200
+    assert all(len(set(p)) == 3 and all(0 <= i < 5 for i in p) for p in picks)
+    assert {i for p in picks for i in p} == set(range(5))
+
+
+def test_offspring_carry_their_parents_and_are_evaluated(problem):
+    population = problem.initial(torch.Generator().manual_seed(0))
+    children = methods.offspring(
+        problem, population, 1, itertools.count(100), torch.Generator().manual_seed(0)
+    )
+    assert len(children) == problem.settings.offspring
+    for child in children:
+        assert len(child.parents) == problem.settings.parents and child.born == 1
+        fitness = problem.evaluate([child.model])[0][0]
+        assert child.fitness == pytest.approx(fitness, rel=1e-6)
+
+
+# --- fitness: the held-out training split, never the test set ---------------------------------
+
+
+def test_fitness_split_is_held_out_of_the_training_data(problem):
+    s = problem.split
+    assert len(s.y_fit) == problem.settings.fitness_size
+    assert len(s.y_fit) + len(s.y_train) == 1200
+    train_rows = {tuple(r) for r in s.x_train[:, ::7].tolist()}
+    assert not any(tuple(r) in train_rows for r in s.x_fit[:, ::7].tolist())
+
+
+def test_fitness_and_selection_ignore_the_test_set(problem):
+    rows = pd.DataFrame(methods.esgd(problem, seed=1))
+    g = torch.Generator().manual_seed(0)
+    split = problem.split
+    garbage = dataclasses.replace(
+        split,
+        x_test=torch.randn(split.x_test.shape, generator=g),
+        y_test=torch.randint(0, 10, split.y_test.shape, generator=g),
+    )
+    other = pd.DataFrame(methods.esgd(dataclasses.replace(problem, split=garbage), seed=1))
+    same = ["generation", "uid", "optimizer", "lr", "fitness", "selected", "backoffs"]
+    pd.testing.assert_frame_equal(rows[same], other[same])
+    assert not rows["test_error"].equals(other["test_error"])
+    # generation 0: fitness is the initial networks' loss on the held-out split
+    initial = problem.initial(torch.Generator().manual_seed(0))
+    assert [i.fitness for i in initial] == pytest.approx(
+        problem.evaluate([i.model for i in initial])[0]
+    )
+
+
+# --- reproducibility and the tables ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory, mnist_dir):
+    """A tiny study, every method, two seeds: (its folder, its tables)."""
+    folder = tmp_path_factory.mktemp("study")
+    return folder, execute(tiny_cfg("esgd.repeats=2", "esgd.generations=2"), folder)
+
+
+def test_a_seeded_run_is_reproducible_table_for_table(study, tmp_path):
+    folder, first = study
+    second = execute(tiny_cfg("esgd.repeats=2", "esgd.generations=2"), tmp_path / "again")
+    assert first.keys() == second.keys()
+    for name in first:
+        pd.testing.assert_frame_equal(first[name], second[name], check_exact=True)
+        pd.testing.assert_frame_equal(read_tables(folder)[name], first[name])
+    other = execute(tiny_cfg("esgd.generations=2", "esgd.methods=[esgd]", "seed=5"), tmp_path)
+    assert not other["individuals"]["fitness"].equals(first["individuals"]["fitness"])
+
+
+def test_the_study_writes_its_tables_figures_and_summary(study):
+    folder, tables = study
+    summary = (folder / "summary.md").read_text()
+    for heading in ("## Table 1", "## Table 6", "## Figure 2", "ESGD − population baseline"):
+        assert heading in summary
+    for name in ("fitness", "optimizers"):
+        assert (folder / f"{name}.png").is_file() and (folder / f"{name}.svg").is_file()
+    s = build_problem(tiny_cfg("esgd.generations=2")).settings
+    individuals = tables["individuals"]
+    esgd = individuals[(individuals["method"] == "esgd") & (individuals["generation"] > 0)]
+    per_generation = esgd.groupby(["seed", "generation"])
+    assert (per_generation.size() == s.population + s.offspring * s.evolution_steps).all()
+    assert (per_generation["offspring"].sum() == s.offspring).all()
+    share = per_generation.apply(lambda g: g["offspring"][g["selected"]].mean())
+    assert tables["offspring_share"]["offspring_share"].tolist() == pytest.approx(share.tolist())
+    table1 = tables["table1"].set_index(["method", "seed"])
+    assert len(table1) == 4 * 2
+    compute = s.population * s.generations * s.sgd_steps
+    assert (table1["model_steps"] == compute).all()  # equal compute
+    assert (table1.xs("single", level="method")["topk"] == 1).all()
+    assert (table1.xs("esgd", level="method")["topk"] == s.top_k).all()
+    start = individuals[individuals["generation"] == 0].pivot_table(
+        index=["seed", "uid"], columns="method", values="fitness"
+    )
+    # every method starts from the same initial networks (the single baseline from one of them)
+    assert (start.sub(start["esgd"], axis=0).fillna(0) == 0).all().all()
+    assert start["single"].notna().sum() == 2
+    table6 = tables["table6"]
+    assert len(table6) == 2 * 2 * s.generations  # two methods draw plans, two seeds
+    assert set(table6["optimizer"]) <= set(s.pool)
+
+
+# --- bad settings ------------------------------------------------------------------------------
+
+BAD = {
+    "no elite": (["esgd.elite=0"], "esgd.elite must be >= 1, got 0"),
+    "elite above mu": (["esgd.elite=5"], "esgd.elite (5) must be at most esgd.population (4)"),
+    "population of one": (["esgd.population=1"], "esgd.population must be >= 2, got 1"),
+    "back-off not dividing": (["esgd.backoff_every=4"], "esgd.backoff_every (4) must divide"),
+    "too many parents": (["esgd.parents=9"], "esgd.parents (9) must be at most"),
+    "negative sigma": (["esgd.mutation_std=-1"], "esgd.mutation_std must be >= 0, got -1"),
+    "zero lr range": (["esgd.pool.sgd.ranges.lr=[0,1]"], "esgd.pool.sgd.ranges.lr must be [low"),
+    "unknown method": (["esgd.methods=[esgd,foo]"], "esgd.methods must be a list of"),
+    "single alone": (["esgd.methods=[single]"], "the single baseline needs the population"),
+    "fitness split too large": (["esgd.fitness_size=1190"], "esgd.fitness_size (1190) leaves"),
+    "hyper-parameter the optimizer lacks": (
+        ["+esgd.pool.adam.ranges.momentum=[0.5,0.9]"],
+        "esgd pool: adam (lr=0.0003, momentum=0.5; constant) cannot be built",
+    ),
+    "integer of the wrong type": (["esgd.generations=2.5"], "esgd.generations must be an integer"),
+}
+
+
+@pytest.mark.parametrize("overrides,message", BAD.values(), ids=BAD.keys())
+def test_bad_settings_raise_one_config_error_line(overrides, message, mnist_dir):
+    with pytest.raises(ConfigError) as error:
+        build_problem(tiny_cfg(*overrides))
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_without_the_preset_the_error_says_so():
+    with pytest.raises(ConfigError, match="compose with experiment=esgd"):
+        build_problem(compose_config([f"data.root={MNIST_DIR}"]))
+
+
+def test_the_app_reports_bad_settings_in_one_line(tmp_path):
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.esgd",
+            f"data.root={MNIST_DIR}",
+            "esgd.top_k=17",
+            f"hydra.run.dir={tmp_path}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("python -m harness.esgd: error:"), lines
+    assert "esgd.top_k (17) must be at most esgd.population (16)" in lines[0]
