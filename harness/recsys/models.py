@@ -28,6 +28,19 @@ class RatingModel(nn.Module):
     table_device = torch.device("cpu")
     dense_device = torch.device("cpu")
 
+    def _tables(
+        self, num_users: int, num_items: int, dim: int, mean: float, sparse: bool, generator
+    ) -> torch.Generator:
+        """Make the user and item tables and the mean rating; returns the generator the rest is
+        initialised from (one stream: one seed, one model)."""
+        if not isinstance(dim, int) or dim <= 0:
+            raise ConfigError(f"model.dim must be a positive integer, got {dim!r}")
+        generator = generator or torch.Generator().manual_seed(0)
+        self.users = _table(num_users, dim, sparse, generator)
+        self.items = _table(num_items, dim, sparse, generator)
+        self.register_buffer("mean", torch.tensor(float(mean)))
+        return generator
+
     def place(self, table_device: torch.device, dense_device: torch.device) -> RatingModel:
         self.to(dense_device)
         for table in self.modules():
@@ -60,14 +73,9 @@ class MatrixFactorization(RatingModel):
         generator: torch.Generator | None = None,
     ) -> None:
         super().__init__()
-        if not isinstance(dim, int) or dim <= 0:
-            raise ConfigError(f"model.dim must be a positive integer, got {dim!r}")
-        generator = generator or torch.Generator().manual_seed(0)
-        self.users = _table(num_users, dim, sparse, generator)
-        self.items = _table(num_items, dim, sparse, generator)
+        generator = self._tables(num_users, num_items, dim, mean, sparse, generator)
         self.user_bias = _table(num_users, 1, sparse, generator)
         self.item_bias = _table(num_items, 1, sparse, generator)
-        self.register_buffer("mean", torch.tensor(float(mean)))
 
     def forward(self, users: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
         u, v = self.lookup(self.users, users), self.lookup(self.items, items)
@@ -89,11 +97,7 @@ class NeuralCF(RatingModel):
         generator: torch.Generator | None = None,
     ) -> None:
         super().__init__()
-        if not isinstance(dim, int) or dim <= 0:
-            raise ConfigError(f"model.dim must be a positive integer, got {dim!r}")
-        generator = generator or torch.Generator().manual_seed(0)
-        self.users = _table(num_users, dim, sparse, generator)
-        self.items = _table(num_items, dim, sparse, generator)
+        generator = self._tables(num_users, num_items, dim, mean, sparse, generator)
         sizes = [2 * dim, *hidden, 1]
         layers: list[nn.Module] = []
         for i, (fan_in, fan_out) in enumerate(zip(sizes, sizes[1:], strict=False)):
@@ -106,7 +110,6 @@ class NeuralCF(RatingModel):
             if i < len(sizes) - 2:
                 layers.append(nn.ReLU())
         self.mlp = nn.Sequential(*layers)
-        self.register_buffer("mean", torch.tensor(float(mean)))
 
     def forward(self, users: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
         pair = torch.cat([self.lookup(self.users, users), self.lookup(self.items, items)], dim=1)
