@@ -94,7 +94,10 @@ def collect_main(argv: list[str] | None = None) -> None:
     for sweep_dir in args.sweep_dirs:
         if not sweep_dir.is_dir():
             exit_with_error("harness-collect", f"{sweep_dir} is not a folder")
-        runs, rows = collect(sweep_dir)
+        try:
+            runs, rows = collect(sweep_dir)
+        except HarnessError as exc:  # e.g. a table written before runs recorded their identity
+            exit_with_error("harness-collect", str(exc))
         if runs == 0:
             exit_with_error("harness-collect", f"no finished runs under {sweep_dir}")
         print(f"{sweep_dir}: {runs} runs, {rows} curve rows -> runs.parquet, curves.parquet")
