@@ -177,11 +177,13 @@ class StackedLauncher(Launcher):
         from harness.launcher import execute_jobs
 
         assert self.config is not None and self.hydra_context is not None
+        subdir = self.config.hydra.output_subdir  # null: no Hydra files, as Hydra does
         for job, _ in jobs:
-            hydra_dir = job.out_dir / str(self.config.hydra.output_subdir)
-            hydra_dir.mkdir(parents=True, exist_ok=True)
-            for name, text in job.files.items():
-                (hydra_dir / name).write_text(text, encoding="utf-8")
+            job.out_dir.mkdir(parents=True, exist_ok=True)
+            if subdir is not None:
+                (job.out_dir / subdir).mkdir(exist_ok=True)
+                for name, text in job.files.items():
+                    (job.out_dir / subdir / name).write_text(text, encoding="utf-8")
         self._configure_job_log(sweep_dir)
         callbacks = self.hydra_context.callbacks
         per_job = _defines_job_callbacks(callbacks.callbacks)
