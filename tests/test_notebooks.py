@@ -15,7 +15,9 @@ from harness.results import CURVES_TABLE, RUNS_TABLE
 
 NOTEBOOKS = REPO / "notebooks"
 SCRIPTS = sorted(NOTEBOOKS.glob("*.py"))
-EXPECTED = {"convergence", "lr_sensitivity", "batch_size", "summary"}
+EXPECTED = {"convergence", "lr_sensitivity", "batch_size", "summary", "esgd"}
+# Figures each notebook shows: the sweep notebooks on the smoke sweep, esgd on a tiny ESGD study.
+IMAGES = {"convergence": 3, "lr_sensitivity": 1, "batch_size": 1, "summary": 2, "esgd": 2}
 
 
 def test_every_analysis_notebook_is_there():
@@ -33,13 +35,24 @@ def committed_like_sweep(smoke_sweep, tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.fixture(scope="module")
+def tiny_esgd_study(tmp_path_factory) -> Path:
+    """A tiny ESGD study (every method, two generations), as `python -m harness.esgd` writes."""
+    from test_esgd import execute, tiny_cfg
+
+    folder = tmp_path_factory.mktemp("esgd")
+    execute(tiny_cfg("esgd.repeats=2", "esgd.generations=2"), folder)
+    return folder
+
+
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
 def test_notebook_runs_without_error_on_the_smoke_sweep(
-    script, committed_like_sweep, monkeypatch, tmp_path
+    script, committed_like_sweep, tiny_esgd_study, monkeypatch, tmp_path
 ):
     notebook = nbformat.read(script.with_suffix(".ipynb"), as_version=4)
     # The kernel inherits the environment: the notebooks read the sweep folder from it.
     monkeypatch.setenv("HARNESS_SWEEP", str(committed_like_sweep))
+    monkeypatch.setenv("HARNESS_ESGD", str(tiny_esgd_study))
     monkeypatch.setenv("HARNESS_TARGET", str(TARGET))
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     client = NotebookClient(
@@ -59,10 +72,7 @@ def test_notebook_runs_without_error_on_the_smoke_sweep(
     assert len(skipped) == len(expected) and all(
         e in text for e, text in zip(expected, skipped, strict=True)
     )
-    assert (
-        len(images)
-        == {"convergence": 3, "lr_sensitivity": 1, "batch_size": 1, "summary": 2}[script.stem]
-    )
+    assert len(images) == IMAGES[script.stem]
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
