@@ -138,7 +138,8 @@ def test_killed_sweep_resumes_every_run_exactly_once(tmp_path, engine):
     # The interrupted runs left no result, only their Hydra folders.
     assert len(load_runs(tmp_path / "sweep")) == finished
 
-    result = run_cli(*overrides, cwd=tmp_path)
+    # A shared 2-core machine can be slow: a generous limit (it bounds a hang, not a speed).
+    result = run_cli(*overrides, cwd=tmp_path, timeout=900)
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("skipped: this config already finished") == finished
     runs = pd.read_parquet(tmp_path / "sweep" / "runs.parquet")
