@@ -87,6 +87,9 @@ figures.optimizer_figure(study["table6"], study["offspring_share"])
 
 # %% [markdown]
 # ## Figure 2: offspring among the selected
+#
+# New offspring among the mu selected (the m elite plus mu - m drawn at random from the rest),
+# and among the m elite alone: offspring that won their place on fitness.
 
 # %%
 Markdown(tables.offspring_share_markdown(study["offspring_share"]))

@@ -265,6 +265,10 @@ def test_the_study_writes_its_tables_figures_and_summary(study):
     assert (per_generation["offspring"].sum() == s.offspring).all()
     share = per_generation.apply(lambda g: g["offspring"][g["selected"]].mean())
     assert tables["offspring_share"]["offspring_share"].tolist() == pytest.approx(share.tolist())
+    elite = per_generation.apply(lambda g: g["offspring"][g["rank"] <= s.elite].mean())
+    assert tables["offspring_share"]["elite_offspring_share"].tolist() == pytest.approx(
+        elite.tolist()
+    )
     table1 = tables["table1"].set_index(["method", "seed"])
     assert len(table1) == 4 * 2
     compute = s.population * s.generations * s.sgd_steps

@@ -85,7 +85,7 @@ def render(out_dir: Path) -> dict[str, pd.DataFrame]:
     record = json.loads((out_dir / RECORD).read_text())
     cfg = OmegaConf.create(record["config"])
     individuals = pd.read_parquet(out_dir / f"{tables.INDIVIDUALS}.parquet")
-    written = tables.write_tables(individuals, cfg.esgd.top_k, out_dir)
+    written = tables.write_tables(individuals, cfg.esgd.top_k, cfg.esgd.elite, out_dir)
     figures.write_figures(written, out_dir)
     summary = figures.summary_markdown(written, cfg, record["wall_time_s"])
     (out_dir / "summary.md").write_text(summary)

@@ -97,18 +97,18 @@ def optimizer_figure(table6: pd.DataFrame, share: pd.DataFrame) -> Figure:
         _plain_log_y(lr_ax)
         count_ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         count_ax.set_axisbelow(True)
-        by_generation = share.groupby("generation")["offspring_share"]
-        x = by_generation.mean().index
-        share_ax.plot(x, 100 * by_generation.mean(), color=METHOD_COLORS["esgd"], marker=".")
-        _band(
-            share_ax, x, 100 * by_generation.min(), 100 * by_generation.max(), METHOD_COLORS["esgd"]
-        )
-        share_ax.set(
-            xlabel="generation",
-            ylabel="offspring among the selected (%)",
-            ylim=(0, 100),
-            title="share of offspring; band: min-max over seeds",
-        )
+        by_generation = share.groupby("generation")
+        for column, label, style in (
+            ("offspring_share", "among the selected", "-"),
+            ("elite_offspring_share", "among the m elite", "--"),
+        ):
+            v = 100 * by_generation[column].agg(["mean", "min", "max"])
+            color = METHOD_COLORS["esgd"]
+            share_ax.plot(v.index, v["mean"], color=color, linestyle=style, marker=".", label=label)
+            _band(share_ax, v.index, v["min"], v["max"], color)
+        share_ax.set(xlabel="generation", ylabel="new offspring (%)", ylim=(0, 100))
+        share_ax.set_title("share of offspring; band: min-max over seeds")
+        share_ax.legend(loc="upper right", frameon=False)
         for ax in (count_ax, lr_ax, share_ax):
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         handles, labels = count_ax.get_legend_handles_labels()
@@ -165,7 +165,9 @@ def summary_markdown(tables: dict[str, pd.DataFrame], cfg: DictConfig, wall_s: f
         "",
         t.table6_markdown(tables[t.TABLE6], seeds[0]),
         "",
-        "## Figure 2: offspring among the selected, per generation (ESGD, over seeds)",
+        "## Figure 2: new offspring among the selected and among the m elite, per generation",
+        "",
+        "ESGD; mean over seeds [min, max].",
         "",
         t.offspring_share_markdown(tables[t.OFFSPRING_SHARE]),
         "",

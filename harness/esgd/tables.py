@@ -88,12 +88,16 @@ def table6(individuals: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index()
 
 
-def offspring_share(individuals: pd.DataFrame) -> pd.DataFrame:
-    """Per seed and generation of ESGD: the share of offspring among the selected."""
-    kept = individuals[(individuals["method"] == "esgd") & individuals["selected"]]
-    kept = kept[kept["generation"] > 0]
-    share = kept.groupby(["seed", "generation"])["offspring"].mean().rename("offspring_share")
-    return share.reset_index()
+def offspring_share(individuals: pd.DataFrame, elite: int) -> pd.DataFrame:
+    """Per seed and generation of ESGD: the share of new offspring among the selected, and
+    among the `elite` fittest candidates (those selected on merit, not drawn at random)."""
+    esgd = individuals[(individuals["method"] == "esgd") & (individuals["generation"] > 0)]
+    keys = ["seed", "generation"]
+    selected = esgd[esgd["selected"]].groupby(keys)["offspring"].mean()
+    fittest = esgd[esgd["rank"] <= elite].groupby(keys)["offspring"].mean()
+    return pd.DataFrame(
+        {"offspring_share": selected, "elite_offspring_share": fittest}
+    ).reset_index()
 
 
 # --- Markdown ----------------------------------------------------------------------------------
@@ -159,26 +163,33 @@ def table6_markdown(table: pd.DataFrame, seed: int) -> str:
 
 
 def offspring_share_markdown(share: pd.DataFrame) -> str:
-    by_generation = share.groupby("generation")["offspring_share"]
+    """Per generation, in % over seeds: mean [min, max]."""
+    columns = {
+        "offspring_share": "offspring among the selected (%)",
+        "elite_offspring_share": "offspring among the m elite (%)",
+    }
+    by_generation = share.groupby("generation")
     frame = pd.DataFrame(
         {
-            "mean": (100 * by_generation.mean()).map("{:.1f}".format),
-            "min": (100 * by_generation.min()).map("{:.1f}".format),
-            "max": (100 * by_generation.max()).map("{:.1f}".format),
+            label: by_generation[column].agg(
+                lambda v: f"{100 * v.mean():.1f} [{100 * v.min():.0f}, {100 * v.max():.0f}]"
+            )
+            for column, label in columns.items()
         }
     )
-    frame.columns = [f"offspring among the selected (%): {c}" for c in frame.columns]
     return markdown_table(frame)
 
 
-def write_tables(individuals: pd.DataFrame, top_k: int, out_dir: Path) -> dict[str, pd.DataFrame]:
+def write_tables(
+    individuals: pd.DataFrame, top_k: int, elite: int, out_dir: Path
+) -> dict[str, pd.DataFrame]:
     """Every table as Parquet in `out_dir`; returns them by name."""
     tables = {
         INDIVIDUALS: individuals,
         CURVES: curves(individuals, top_k),
         TABLE1: table1(individuals, top_k),
         TABLE6: table6(individuals),
-        OFFSPRING_SHARE: offspring_share(individuals),
+        OFFSPRING_SHARE: offspring_share(individuals, elite),
     }
     for name, frame in tables.items():
         frame.to_parquet(out_dir / f"{name}.parquet", index=False)
