@@ -16,7 +16,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from harness.errors import HarnessError, exit_with_error
+from harness.errors import ConfigError, HarnessError, exit_with_error
 from harness.results import RUN_FILE, collect
 from harness.sweep import already_finished, discard_invocation, log_progress
 
@@ -53,6 +53,9 @@ def _train_app(cfg: DictConfig) -> None:
 
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
+    if "esgd" in cfg:  # experiment=esgd: a population study, not a run
+        _esgd_study(cfg, run_dir, hydra_cfg.mode)
+        return
     try:
         if hydra_cfg.mode == RunMode.MULTIRUN:
             log_progress(hydra_cfg)
@@ -66,6 +69,19 @@ def _train_app(cfg: DictConfig) -> None:
         execute(cfg, run_dir, dict(hydra_cfg.runtime.choices))
     except HarnessError as exc:
         _discard_unfinished(run_dir)
+        exit_with_error("harness-train", str(exc))
+
+
+def _esgd_study(cfg: DictConfig, run_dir: Path, mode: RunMode) -> None:
+    """The ESGD study of `cfg` (harness.esgd), in its own folder (results/esgd/<model>)."""
+    from harness.esgd import ONE_STUDY_PER_COMMAND
+    from harness.esgd.app import execute
+
+    try:
+        if mode == RunMode.MULTIRUN:
+            raise ConfigError(ONE_STUDY_PER_COMMAND)
+        execute(cfg, run_dir)
+    except HarnessError as exc:
         exit_with_error("harness-train", str(exc))
 
 

@@ -291,6 +291,10 @@ def prepare(cfg: DictConfig, out_dir: Path, choices: dict[str, str]) -> Prepared
 def check(cfg: DictConfig) -> None:
     """Raise the HarnessError `prepare` would raise for `cfg`, without building its model: what
     a launcher runs on every job of a sweep before it creates anything."""
+    if "esgd" in cfg:
+        from harness.esgd import ONE_STUDY_PER_COMMAND
+
+        raise ConfigError(ONE_STUDY_PER_COMMAND)
     validate_run(cfg)
     resolve_device(cfg.device)
     setup = load_setup(cfg, torch.device("cpu"), torch.float32)

@@ -24,7 +24,7 @@
 # models (evaluations not counted). See `harness/esgd/`.
 #
 # The study folder is `$HARNESS_ESGD` (default: the committed `results/esgd/net2`), written by
-# `python -m harness.esgd`.
+# `harness-train experiment=esgd`.
 
 # %%
 # %matplotlib inline

@@ -4,6 +4,7 @@ bad settings, on tiny populations and a subset of MNIST."""
 import copy
 import dataclasses
 import itertools
+import json
 import math
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import torch
 from conftest import MNIST_DIR, REPO, compose_config
 from harness.errors import ConfigError
 from harness.esgd import methods, operators
-from harness.esgd.app import build_problem, execute
+from harness.esgd.app import build_study, execute
 from harness.esgd.pool import Plan
 from harness.esgd.tables import read_tables
 from harness.esgd.trainer import Trainer
@@ -43,13 +44,13 @@ def tiny_cfg(*overrides: str):
 
 @pytest.fixture(scope="module")
 def problem(mnist_dir):
-    return build_problem(tiny_cfg())
+    return build_study(tiny_cfg())
 
 
 @pytest.fixture(scope="module")
 def wild_problem(mnist_dir):
     """A pool whose plain SGD draws learning rates far too large: SGD phases degrade."""
-    return build_problem(tiny_cfg("esgd.pool.sgd.ranges.lr=[10,1000]"))
+    return build_study(tiny_cfg("esgd.pool.sgd.ranges.lr=[10,1000]"))
 
 
 def best_per_generation(rows: list[dict]) -> list[float]:
@@ -98,7 +99,7 @@ def wide_problem(mnist_dir):
         "+esgd.pool.nadam.ranges={lr:[0.001,0.01]}",
         "+esgd.pool.rmsprop.ranges={lr:[0.001,0.01]}",
     ]
-    return build_problem(tiny_cfg(*more, *ranges))
+    return build_study(tiny_cfg(*more, *ranges))
 
 
 PAIRS = {
@@ -257,7 +258,7 @@ def test_the_study_writes_its_tables_figures_and_summary(study):
         assert heading in summary
     for name in ("fitness", "optimizers"):
         assert (folder / f"{name}.png").is_file() and (folder / f"{name}.svg").is_file()
-    s = build_problem(tiny_cfg("esgd.generations=2")).settings
+    s = build_study(tiny_cfg("esgd.generations=2")).settings
     individuals = tables["individuals"]
     esgd = individuals[(individuals["method"] == "esgd") & (individuals["generation"] > 0)]
     per_generation = esgd.groupby(["seed", "generation"])
@@ -310,31 +311,77 @@ BAD = {
 @pytest.mark.parametrize("overrides,message", BAD.values(), ids=BAD.keys())
 def test_bad_settings_raise_one_config_error_line(overrides, message, mnist_dir):
     with pytest.raises(ConfigError) as error:
-        build_problem(tiny_cfg(*overrides))
+        build_study(tiny_cfg(*overrides))
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
 def test_without_the_preset_the_error_says_so():
     with pytest.raises(ConfigError, match="compose with experiment=esgd"):
-        build_problem(compose_config([f"data.root={MNIST_DIR}"]))
+        build_study(compose_config([f"data.root={MNIST_DIR}"]))
 
 
-def test_the_app_reports_bad_settings_in_one_line(tmp_path):
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "harness.esgd",
-            f"data.root={MNIST_DIR}",
-            "esgd.top_k=17",
-            f"hydra.run.dir={tmp_path}",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
+COMMANDS = {
+    "harness-train": [sys.executable, "-c", "from harness.cli import train; train()"],
+    "python -m harness.esgd": [sys.executable, "-m", "harness.esgd"],
+}
+
+
+def run_command(command: list[str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*command, *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("prog", COMMANDS)
+def test_the_app_reports_bad_settings_in_one_line(prog, tmp_path):
+    preset = ["experiment=esgd"] if prog == "harness-train" else []
+    result = run_command(
+        COMMANDS[prog],
+        *preset,
+        f"data.root={MNIST_DIR}",
+        "esgd.top_k=17",
+        f"hydra.run.dir={tmp_path}",
     )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("python -m harness.esgd: error:"), lines
+    assert len(lines) == 1 and lines[0].startswith("harness-train: error:"), lines
     assert "esgd.top_k (17) must be at most esgd.population (16)" in lines[0]
+
+
+def test_a_sweep_of_esgd_studies_is_refused_in_one_line(tmp_path):
+    result = run_command(
+        COMMANDS["harness-train"],
+        "-m",
+        "experiment=esgd",
+        "model=net1,net2",
+        f"data.root={MNIST_DIR}",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "one study per command" in lines[0], lines
+    assert not (tmp_path / "sweep").exists()
+
+
+# --- an interrupted study resumes; a grown one adds seeds ---------------------------------------
+
+
+def test_more_repeats_add_seeds_and_give_the_uninterrupted_study(study, tmp_path):
+    """Seed by seed saving: a study of 1 seed, then asked for 2, trains only the second and
+    ends with the same tables as the study that ran both at once."""
+    _, whole = study
+    execute(tiny_cfg("esgd.repeats=1", "esgd.generations=2"), tmp_path)
+    first_seed = json.loads((tmp_path / "esgd.json").read_text())["seconds"]
+    assert list(first_seed) == ["0"]
+    grown = execute(tiny_cfg("esgd.repeats=2", "esgd.generations=2"), tmp_path)
+    record = json.loads((tmp_path / "esgd.json").read_text())
+    assert record["seconds"]["0"] == first_seed["0"]  # not trained again
+    assert record["devices"] == {"0": "cpu", "1": "cpu"}
+    for name in whole:
+        pd.testing.assert_frame_equal(grown[name], whole[name], check_exact=True)
+
+
+def test_a_folder_holding_another_study_is_left_alone(study):
+    folder, _ = study
+    before = (folder / "individuals.parquet").read_bytes()
+    with pytest.raises(ConfigError, match="holds an ESGD study of another config"):
+        execute(tiny_cfg("esgd.repeats=2", "esgd.generations=3"), folder)
+    assert (folder / "individuals.parquet").read_bytes() == before

@@ -1,6 +1,11 @@
-"""`python -m harness.esgd [overrides]`: the ESGD study as a Hydra app over the repository's
-conf/ with ``experiment=esgd`` (implied when no experiment is given). Writes its tables (Parquet),
-figures (PNG + SVG), summary.md and esgd.json to the run folder, results/esgd/<model>/."""
+"""The ESGD study as a Hydra app over the repository's conf/ with ``experiment=esgd``:
+``harness-train experiment=esgd`` (or ``python -m harness.esgd``, where the preset is implied).
+Writes its tables (Parquet), figures (PNG + SVG), summary.md and esgd.json to the run folder,
+results/esgd/<model>/.
+
+The rows are saved after every seed: an interrupted study, started again with the same config,
+trains only the seeds it lacks, and a larger ``esgd.repeats`` adds seeds to a finished one
+(saved seeds are never dropped)."""
 
 from __future__ import annotations
 
@@ -19,63 +24,109 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from harness.data import NUM_CLASSES
-from harness.errors import HarnessError, exit_with_error
+from harness.errors import ConfigError, HarnessError, exit_with_error
 from harness.esgd import figures, tables
 from harness.esgd.data import split_data
-from harness.esgd.methods import Problem, run_seed
+from harness.esgd.methods import Study, run_seed
 from harness.esgd.pool import Pool
 from harness.esgd.settings import settings
-from harness.run import build, package_versions, resolve_device
+from harness.problems import problem_of
+from harness.problems.classification import Classification
+from harness.results import atomic_write_bytes, config_hash
+from harness.run import load_data, package_versions, resolve_device
 from harness.validate import DTYPES, validate_run
 
 log = logging.getLogger(__name__)
-PROG = "python -m harness.esgd"
+PROG = "harness-train"
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 RECORD = "esgd.json"  # the study's config, wall times and package versions
 
 
-def build_problem(cfg: DictConfig) -> Problem:
-    """Check `cfg`, load and split the data, check the pool: the Problem every method shares."""
+def build_study(cfg: DictConfig) -> Study:
+    """Check `cfg`, load and split the data, check the pool: the Study every method shares."""
     validate_run(cfg)
     s = settings(cfg)
+    problem = problem_of(cfg)
+    if not isinstance(problem, Classification):
+        raise ConfigError("ESGD evolves a population of MLP classifiers: use it without +problem")
     device, dtype = resolve_device(cfg.device), DTYPES[cfg.train.dtype]
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
-    split = split_data(cfg, s.fitness_size, device, dtype)
+    data = problem.to(load_data(cfg), device, dtype)
+    split = split_data(data, s.fitness_size, cfg.train.batch_size)
 
     def new_model(generator: torch.Generator):
-        features = split.x_train.shape[1]
-        model = build(cfg.model, in_features=features, num_classes=NUM_CLASSES, generator=generator)
-        return model.to(device=device, dtype=dtype)
+        return problem.build_model(cfg, data, generator)
 
     pool = Pool(s.pool, s.schedules)
     pool.check(new_model(torch.Generator().manual_seed(0)))
-    return Problem(s, pool, split, new_model, cfg.train.batch_size)
+    return Study(s, pool, split, new_model, cfg.train.batch_size)
+
+
+def study_id(config: dict) -> str:
+    """What a study's rows depend on: its config without the execution keys and without
+    esgd.repeats (more repeats only add seeds)."""
+    config = json.loads(json.dumps(config))
+    config.get("esgd", {}).pop("repeats", None)
+    return config_hash(config)
+
+
+def _earlier(out_dir: Path, identity: str) -> tuple[list[dict], dict]:
+    """The rows and record of the seeds an earlier run of this study saved in `out_dir`."""
+    if not (out_dir / RECORD).is_file():
+        return [], {}
+    record = json.loads((out_dir / RECORD).read_text())
+    if study_id(record["config"]) != identity:
+        raise ConfigError(
+            f"{out_dir} holds an ESGD study of another config; move it away or choose another "
+            "folder (hydra.run.dir=...)"
+        )
+    rows = pd.read_parquet(out_dir / f"{tables.INDIVIDUALS}.parquet").to_dict("records")
+    return rows, record
+
+
+def _save(out_dir: Path, rows: list[dict], record: dict) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{tables.INDIVIDUALS}.parquet"
+    tmp = path.with_suffix(".tmp")
+    pd.DataFrame(rows).to_parquet(tmp, index=False)
+    tmp.replace(path)
+    atomic_write_bytes(out_dir / RECORD, (json.dumps(record, indent=1) + "\n").encode())
 
 
 def execute(cfg: DictConfig, out_dir: Path) -> dict[str, pd.DataFrame]:
-    """Run every method for every seed, write the rows and esgd.json (config, times) into
-    `out_dir`, then everything made from them (`render`); returns the tables by name."""
+    """Run every method for every seed not yet in `out_dir`, saving the rows and esgd.json
+    (config, times) after each seed, then everything made from them (`render`); returns the
+    tables by name."""
     started = time.perf_counter()
-    problem = build_problem(cfg)
-    s = problem.settings
-    rows, seconds = [], {}
-    for seed in range(cfg.seed, cfg.seed + s.repeats):
-        new, seconds[seed] = run_seed(problem, seed)
+    config = OmegaConf.to_container(cfg, resolve=True)
+    rows, record = _earlier(out_dir, study_id(config))
+    study = build_study(cfg)
+    s = study.settings
+    seeds = range(cfg.seed, cfg.seed + s.repeats)
+    seconds = {int(k): v for k, v in record.get("seconds", {}).items()}
+    devices = {int(k): v for k, v in record.get("devices", {}).items()}
+    earlier_wall = record.get("wall_time_s", 0.0)
+    if set(seconds) & set(seeds):
+        log.info("seeds %s already in %s", sorted(set(seconds) & set(seeds)), out_dir)
+    device = str(study.split.y_train.device)
+    for seed in seeds:
+        if seed in seconds:
+            continue
+        new, seconds[seed] = run_seed(study, seed)
         rows += new
+        devices[seed] = device
         log.info("seed %d: %s", seed, ", ".join(f"{m} {t:.0f} s" for m, t in seconds[seed].items()))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_parquet(out_dir / f"{tables.INDIVIDUALS}.parquet", index=False)
-    record = {
-        "config": OmegaConf.to_container(cfg, resolve=True),
-        "compute_per_method": s.population * s.steps,
-        "seconds": {str(seed): t for seed, t in seconds.items()},
-        "wall_time_s": time.perf_counter() - started,
-        "versions": package_versions(),
-    }
-    (out_dir / RECORD).write_text(json.dumps(record, indent=1) + "\n")
-    log.info("ESGD study written to %s in %.0f s", out_dir, record["wall_time_s"])
+        record = {
+            "config": config,
+            "compute_per_method": s.population * s.steps,
+            "seconds": {str(k): t for k, t in sorted(seconds.items())},
+            "devices": {str(k): d for k, d in sorted(devices.items())},
+            "wall_time_s": earlier_wall + time.perf_counter() - started,
+            "versions": package_versions(),
+        }
+        _save(out_dir, rows, record)
+    log.info("ESGD study written to %s (%.0f s in all)", out_dir, record["wall_time_s"])
     return render(out_dir)
 
 
@@ -87,7 +138,7 @@ def render(out_dir: Path) -> dict[str, pd.DataFrame]:
     individuals = pd.read_parquet(out_dir / f"{tables.INDIVIDUALS}.parquet")
     written = tables.write_tables(individuals, cfg.esgd.top_k, cfg.esgd.elite, out_dir)
     figures.write_figures(written, out_dir)
-    summary = figures.summary_markdown(written, cfg, record["wall_time_s"])
+    summary = figures.summary_markdown(written, cfg, record)
     (out_dir / "summary.md").write_text(summary)
     return written
 
@@ -101,6 +152,7 @@ def _app(cfg: DictConfig) -> None:
 
 
 def main() -> None:
+    """`python -m harness.esgd [overrides]`: `harness-train experiment=esgd [overrides]`."""
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra's errors raised, to be reported in one line
     if not any(arg.startswith("experiment=") for arg in sys.argv[1:]):
         sys.argv.insert(1, "experiment=esgd")

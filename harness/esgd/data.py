@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 
 from harness.data import TensorData
 from harness.errors import ConfigError
-from harness.run import build
 
 SPLIT_SEED = 0  # the held-out split is part of the problem, the same for every seed and method
 
@@ -25,22 +22,16 @@ class Split:
     y_test: torch.Tensor
 
 
-@functools.lru_cache(maxsize=2)
-def _load(data_yaml: str) -> TensorData:
-    return build(OmegaConf.create(data_yaml))
-
-
-def split_data(
-    cfg: DictConfig, fitness_size: int, device: torch.device, dtype: torch.dtype
-) -> Split:
-    """MNIST as `cfg.data` says, with `fitness_size` random training examples held out."""
-    data = _load(OmegaConf.to_yaml(cfg.data, resolve=True)).to(device, dtype)
+def split_data(data: TensorData, fitness_size: int, batch_size: int) -> Split:
+    """`data` (the classification problem's, on the study's device) with `fitness_size` random
+    training examples held out."""
     n = len(data.y_train)
-    if fitness_size >= n - cfg.train.batch_size:
+    if fitness_size >= n - batch_size:
         raise ConfigError(
             f"esgd.fitness_size ({fitness_size}) leaves fewer than train.batch_size "
-            f"({cfg.train.batch_size}) of the {n} training examples for SGD"
+            f"({batch_size}) of the {n} training examples for SGD"
         )
+    device = data.y_train.device
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(SPLIT_SEED)).to(device)
     fit, train = perm[:fitness_size].sort().values, perm[fitness_size:].sort().values
     return Split(

@@ -133,7 +133,20 @@ def write_figures(tables: dict[str, pd.DataFrame], out_dir: Path) -> list[Path]:
     return written
 
 
-def summary_markdown(tables: dict[str, pd.DataFrame], cfg: DictConfig, wall_s: float) -> str:
+def _wall_time(record: dict) -> str:
+    """The wall time, and per method the median over seeds, with the device they ran on."""
+    per_seed = pd.DataFrame(record["seconds"]).T
+    methods = ", ".join(f"{m} {per_seed[m].median():.0f} s" for m in per_seed)
+    devices = sorted(set(record.get("devices", {}).values())) or ["not recorded"]
+    return (
+        f"Wall time {record['wall_time_s'] / 60:.1f} min on {' and '.join(devices)} "
+        f"(median per seed: {methods})."
+    )
+
+
+def summary_markdown(tables: dict[str, pd.DataFrame], cfg: DictConfig, record: dict) -> str:
+    """summary.md of a study: its settings, compute and wall time (`record`: esgd.json), and
+    its tables."""
     e = cfg.esgd
     seeds = sorted(tables[t.TABLE1]["seed"].unique())
     compute = e.population * e.generations * e.sgd_steps
@@ -145,7 +158,7 @@ def summary_markdown(tables: dict[str, pd.DataFrame], cfg: DictConfig, wall_s: f
         f"rho={e.parents}, sigma={e.mutation_std}; pool: {', '.join(e.pool)}; schedules: "
         f"{', '.join(e.schedules)}; batch {cfg.train.batch_size}; fitness on "
         f"{e.fitness_size} held-out training examples; seeds {', '.join(map(str, seeds))}.",
-        f"Every method: {compute:,} mini-batch steps × models. Wall time {wall_s / 60:.1f} min.",
+        f"Every method: {compute:,} mini-batch steps × models. {_wall_time(record)}",
         "",
         "## Table 1: best individual and top-k range after the last generation",
         "",

@@ -62,8 +62,8 @@ class Individual:
 
 
 @dataclass
-class Problem:
-    """What every method and seed shares."""
+class Study:
+    """What every method and seed of an ESGD study shares."""
 
     settings: Settings
     pool: Pool
@@ -91,9 +91,9 @@ class Problem:
 class Log:
     """The rows of one method and seed: one per generation x individual."""
 
-    def __init__(self, problem: Problem, method: str, seed: int) -> None:
-        self.problem, self.method, self.seed = problem, method, seed
-        self.keys = sorted({k for e in problem.pool.pool.values() for k in e.get("ranges") or {}})
+    def __init__(self, study: Study, method: str, seed: int) -> None:
+        self.study, self.method, self.seed = study, method, seed
+        self.keys = sorted({k for e in study.pool.pool.values() for k in e.get("ranges") or {}})
         self.rows: list[dict] = []
 
     def generation(
@@ -107,8 +107,8 @@ class Log:
     ) -> None:
         """Record `candidates` (trained by `plans`, by uid; offspring have none) and which
         survive; evaluates them on the test set for the tables."""
-        s = self.problem.settings
-        test_loss, test_error = self.problem.evaluate([c.model for c in candidates], test=True)
+        s = self.study.settings
+        test_loss, test_error = self.study.evaluate([c.model for c in candidates], test=True)
         order = rank([c.fitness for c in candidates])
         place = {c.uid: order.index(i) + 1 for i, c in enumerate(candidates)}
         kept = {c.uid for c in selected}
@@ -144,15 +144,15 @@ class Log:
 
 
 def sgd_phase(
-    problem: Problem, population: list[Individual], plans: list[Plan], batches, generation: int
+    study: Study, population: list[Individual], plans: list[Plan], batches, generation: int
 ) -> dict[int, int]:
     """Train every individual K_s steps with its plan (its schedule at this generation's stretch
     of the run); every `backoff_every` steps, an individual whose fitness rose is restored to
     the previous check. Returns the back-offs by uid."""
-    s = problem.settings
+    s = study.settings
     models = [i.model for i in population]
     start = (generation - 1) * s.sgd_steps
-    trainer = Trainer(models, plans, problem.pool, s.steps, problem.split, batches, start)
+    trainer = Trainer(models, plans, study.pool, s.steps, study.split, batches, start)
     backoffs = dict.fromkeys((i.uid for i in population), 0)
     for _ in range(s.sgd_steps // s.backoff_every):
         snapshot = trainer.snapshot()
@@ -167,10 +167,10 @@ def sgd_phase(
 
 
 def offspring(
-    problem: Problem, population: list[Individual], born: int, uids, generator: torch.Generator
+    study: Study, population: list[Individual], born: int, uids, generator: torch.Generator
 ) -> list[Individual]:
     """lambda offspring of `population` (see operators.recombine), their fitness evaluated."""
-    s = problem.settings
+    s = study.settings
     children = []
     for picked in choose_parents(len(population), s.offspring, s.parents, generator):
         parents = [population[i] for i in picked]
@@ -183,27 +183,27 @@ def offspring(
                 parameter.copy_(tensor)
         lineage = tuple(p.uid for p in parents)
         children.append(Individual(next(uids), model, math.nan, lineage, born))
-    fitness = problem.evaluate([c.model for c in children])[0]
+    fitness = study.evaluate([c.model for c in children])[0]
     for child, value in zip(children, fitness, strict=True):
         child.fitness = value
     return children
 
 
-def esgd(problem: Problem, seed: int, evolve: bool = True) -> list[dict]:
-    s, rng = problem.settings, generators(seed)
-    log = Log(problem, "esgd" if evolve else "esgd_no_evolution", seed)
-    population = problem.initial(rng["init"])
+def esgd(study: Study, seed: int, evolve: bool = True) -> list[dict]:
+    s, rng = study.settings, generators(seed)
+    log = Log(study, "esgd" if evolve else "esgd_no_evolution", seed)
+    population = study.initial(rng["init"])
     log.generation(0, population, {}, population)
     uids = itertools.count(len(population))
-    batches = problem.batches(s.steps, rng["order"])
+    batches = study.batches(s.steps, rng["order"])
     for generation in range(1, s.generations + 1):
-        plans = [problem.pool.sample(rng["plans"]) for _ in population]
+        plans = [study.pool.sample(rng["plans"]) for _ in population]
         start = {i.uid: i.fitness for i in population}
-        backoffs = sgd_phase(problem, population, plans, batches, generation)
+        backoffs = sgd_phase(study, population, plans, batches, generation)
         trained = {i.uid: plan for i, plan in zip(population, plans, strict=True)}
         candidates = list(population)
         for _ in range(s.evolution_steps if evolve else 0):
-            children = offspring(problem, population, generation, uids, rng["evolution"])
+            children = offspring(study, population, generation, uids, rng["evolution"])
             candidates += children
             everyone = population + children
             chosen = select([i.fitness for i in everyone], s.population, s.elite, rng["evolution"])
@@ -213,20 +213,20 @@ def esgd(problem: Problem, seed: int, evolve: bool = True) -> list[dict]:
 
 
 def independent(
-    problem: Problem, seed: int, method: str, uids: Sequence[int], plans: Sequence[Plan]
+    study: Study, seed: int, method: str, uids: Sequence[int], plans: Sequence[Plan]
 ) -> list[dict]:
     """The baselines: individuals `uids` of the initial population, each trained alone with its
     one plan for its share of mu * K * K_s steps, recorded after every mu * K_s of them."""
-    s, rng = problem.settings, generators(seed)
-    log = Log(problem, method, seed)
-    initial = problem.initial(rng["init"])  # the same networks ESGD starts from
+    s, rng = study.settings, generators(seed)
+    log = Log(study, method, seed)
+    initial = study.initial(rng["init"])  # the same networks ESGD starts from
     population = [initial[uid] for uid in uids]
     log.generation(0, population, {}, population)
     per_generation = s.population * s.sgd_steps // len(population)
     steps = s.generations * per_generation
-    batches = problem.batches(steps, rng["order"])
+    batches = study.batches(steps, rng["order"])
     models = [i.model for i in population]
-    trainer = Trainer(models, plans, problem.pool, steps, problem.split, batches)
+    trainer = Trainer(models, plans, study.pool, steps, study.split, batches)
     by_uid = {i.uid: plan for i, plan in zip(population, plans, strict=True)}
     for generation in range(1, s.generations + 1):
         start = {i.uid: i.fitness for i in population}
@@ -237,25 +237,25 @@ def independent(
     return log.rows
 
 
-def run_seed(problem: Problem, seed: int) -> tuple[list[dict], dict[str, float]]:
-    """Every method of `problem.settings.methods` for one seed: rows, and wall time by method."""
-    s = problem.settings
+def run_seed(study: Study, seed: int) -> tuple[list[dict], dict[str, float]]:
+    """Every method of `study.settings.methods` for one seed: rows, and wall time by method."""
+    s = study.settings
     plan_rng = generators(seed)["plans"]
-    plans = [problem.pool.sample(plan_rng) for _ in range(s.population)]  # population baseline's
+    plans = [study.pool.sample(plan_rng) for _ in range(s.population)]  # population baseline's
     rows, seconds = [], {}
     # the single baseline takes the population baseline's best plan: it runs after it
     for method in sorted(s.methods, key=lambda m: m == "single"):
         tic = time.perf_counter()
         if method == "population":
-            new = independent(problem, seed, method, range(s.population), plans)
+            new = independent(study, seed, method, range(s.population), plans)
         elif method == "single":
             final = [
                 r for r in rows if r["method"] == "population" and r["generation"] == s.generations
             ]
             best = min(final, key=lambda r: (math.isnan(r["fitness"]), r["fitness"]))["uid"]
-            new = independent(problem, seed, method, [best], [plans[best]])
+            new = independent(study, seed, method, [best], [plans[best]])
         else:
-            new = esgd(problem, seed, evolve=method == "esgd")
+            new = esgd(study, seed, evolve=method == "esgd")
         rows += new
         seconds[method] = time.perf_counter() - tic
     return rows, seconds
