@@ -281,9 +281,11 @@ def load_sweep(sweep: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return runs, load_curves(sweep, runs)
 
 
-def sweep_from_env() -> Path:
-    """The sweep folder of the notebooks: $HARNESS_SWEEP, else the committed results/course."""
-    return Path(os.environ.get(SWEEP_ENV) or DEFAULT_SWEEP)
+def sweep_from_env(study: str | None = None) -> Path:
+    """The sweep folder of the notebooks: $HARNESS_SWEEP, else the committed results/<study>
+    (results/course by default)."""
+    default = REPO / "results" / study if study else DEFAULT_SWEEP
+    return Path(os.environ.get(SWEEP_ENV) or default)
 
 
 def target_from_env(quality: str = "accuracy") -> float | None:
