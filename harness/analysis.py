@@ -120,9 +120,22 @@ def config_key(frame: pd.DataFrame, without: Sequence[str] = ()) -> pd.Series:
 
 
 def label_keys(frame: pd.DataFrame, without: Sequence[str] = ()) -> list[str]:
-    """The config keys that tell the rows of `frame` apart beyond their choice names: keys that
-    differ between rows of one model / optimizer / schedule option (or between any rows, for
-    keys outside those groups)."""
+    """The config keys that tell the rows of `frame` apart beyond their choice names (see
+    `varying_keys`), less those whose value follows from the others."""
+    found = varying_keys(frame, without)
+    # What else sets a key's value: the choice names, the net, and the keys left out here (the
+    # axis a figure runs along), but not the learning rate, which follows from the others.
+    given = [
+        c
+        for c in frame.columns
+        if c in (*CHOICE_COLUMNS, *NET_KEYS) or (c != LR_KEY and "." in c and _matches(c, without))
+    ]
+    return _without_derived(frame, found, given)
+
+
+def varying_keys(frame: pd.DataFrame, without: Sequence[str] = ()) -> list[str]:
+    """The config keys (not `without`) that differ between rows of one model / optimizer /
+    schedule option (or between any rows, for keys outside those groups)."""
     found = []
     for key in config_keys(frame):
         if _matches(key, without):
@@ -136,6 +149,25 @@ def label_keys(frame: pd.DataFrame, without: Sequence[str] = ()) -> list[str]:
         if differs:
             found.append(key)
     return found
+
+
+def _without_derived(frame: pd.DataFrame, keys: list[str], given: Sequence[str]) -> list[str]:
+    """`keys` less those whose value follows from the others and the `given` columns: a rate
+    looked up for a table optimizer, the epochs a budget implies, an evaluation interval looked
+    up per batch size. They are attributes of the keys that set them, not settings or axes of
+    their own. Numeric keys go first, so that of two keys that move in lockstep the named
+    choice stays."""
+    given = [c for c in given if c not in keys]
+    numeric = {k: pd.api.types.is_numeric_dtype(frame[k].dropna().infer_objects()) for k in keys}
+    kept = list(keys)
+    for key in sorted(keys, key=lambda k: not numeric[k]):
+        others = [*given, *(k for k in kept if k != key)]
+        if not others:
+            break
+        text = pd.DataFrame({k: _as_text(frame[k]) for k in (*others, key)}).drop_duplicates()
+        if not text.duplicated(subset=others).any():  # one value of `key` per combination
+            kept.remove(key)
+    return kept
 
 
 def _describe(frame: pd.DataFrame, keys: Sequence[str], strip: str) -> pd.Series:
@@ -473,14 +505,7 @@ def swept_keys(runs: pd.DataFrame) -> list[str]:
         for k, t in types.items()
         if pd.api.types.is_numeric_dtype(t) and not pd.api.types.is_bool_dtype(t)
     ]
-    # A key that moves in lockstep with another (a table optimizer's rate with the optimizer it
-    # is looked up for) is that key's attribute, not an axis of its own.
-    return [k for k in numeric if not any(_in_lockstep(runs, k, j) for j in keys if j != k)]
-
-
-def _in_lockstep(frame: pd.DataFrame, a: str, b: str) -> bool:
-    pairs = pd.DataFrame({"a": _as_text(frame[a]), "b": _as_text(frame[b])}).drop_duplicates()
-    return len(pairs) == pairs["a"].nunique() == pairs["b"].nunique()
+    return numeric
 
 
 def along(table: pd.DataFrame, key: str) -> pd.DataFrame:

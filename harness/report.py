@@ -635,12 +635,22 @@ def axis_figure(table: pd.DataFrame, key: str, metrics: Sequence[str], title: st
     xs = sorted(table["x"].dropna().unique())
     if len(xs) < 2:
         raise Skipped(f"the sweep has a single value of {key}: no axis to draw")
+    facet = facet_key(table, key)
+    if facet:  # one column of panels per value of the facet; lines no longer name it
+        table = table.assign(line=analysis.setting_labels(table, (analysis.LR_KEY, key, facet)))
     # Nets run at a single value of the key have no line to draw.
     nets = [n for n in net_order(table) if table.loc[table["net"] == n, "x"].nunique() > 1]
+    columns = [
+        (net, value)
+        for net in nets
+        for value in (sorted(table[facet].astype(str).unique()) if facet else [None])
+    ]
     styles = setting_styles(table, "line")
-    fig, axes = _figure(len(nets), len(metrics), sharex="col")
-    for col, net in enumerate(nets):
+    fig, axes = _figure(len(columns), len(metrics), sharex="col", sharey="row" if facet else False)
+    for col, (net, value) in enumerate(columns):
         panel = table[table["net"] == net]
+        if facet:
+            panel = panel[panel[facet].astype(str) == value]
         for row, metric in enumerate(metrics):
             ax = axes[row, col]
             k = scale(metric)
@@ -654,7 +664,7 @@ def axis_figure(table: pd.DataFrame, key: str, metrics: Sequence[str], title: st
             if metric.endswith("_s") and _spans_decades(xs):
                 _log_y(ax)  # times against sizes over decades: log-log, a slope of 1 is linear
             if row == 0:
-                ax.set_title(net_title(table, net))
+                ax.set_title(net_title(table, net) + (f"\n{facet}={value}" if facet else ""))
             if row == len(metrics) - 1:
                 ax.set_xlabel(AXIS_LABELS.get(key, key))
             if col == 0:
@@ -665,6 +675,22 @@ def axis_figure(table: pd.DataFrame, key: str, metrics: Sequence[str], title: st
         f"{title}\nmean over {_seeds_text(table['n_seeds'])}, error bars: min-max over seeds"
     )
     return fig
+
+
+MAX_LINES = 6  # more lines than this in one panel: split the panels by a setting key
+
+
+def facet_key(table: pd.DataFrame, key: str) -> str | None:
+    """The setting key that splits a figure along `key` into columns of panels when its lines
+    would crowd one panel: the non-numeric one with the fewest values (the budget of the
+    batch-size study); None when the lines fit."""
+    if table["line"].nunique() <= MAX_LINES:
+        return None
+    keys = analysis.label_keys(table, without=(analysis.LR_KEY, key, *analysis.NET_KEYS))
+    named = [
+        k for k in keys if not pd.api.types.is_numeric_dtype(table[k].dropna().infer_objects())
+    ]
+    return min(named, key=lambda k: table[k].astype(str).nunique(), default=None)
 
 
 def _length_text(runs: pd.DataFrame) -> str:
@@ -1194,6 +1220,7 @@ def summary_markdown(
     seeds_text = f"{seeds.min()}" if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()}"
     varying = [c for c in analysis.CHOICE_COLUMNS if runs[c].nunique() > 1]
     varying += analysis.label_keys(runs)
+    derived = [k for k in analysis.varying_keys(runs) if k not in varying]
     fixed = fixed_config(runs)
 
     parts = [
@@ -1209,6 +1236,7 @@ def summary_markdown(
         f"* batch sizes: {values('batch_size')}",
         f"* schedules: {values('schedule')}",
         f"* keys that vary between configs: {', '.join(varying) or 'none'}",
+        *([f"* keys set by those: {', '.join(derived)}"] if derived else []),
         f"* the same for every run: {', '.join(f'{k}={v}' for k, v in fixed.items())}",
         "",
         "Intervals are 95 % confidence intervals of the mean over seeds (Student's t); "

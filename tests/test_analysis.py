@@ -1,5 +1,6 @@
 """harness.analysis: summaries over seeds, best learning rates, time to target, profiles."""
 
+import itertools
 import json
 import math
 
@@ -261,3 +262,33 @@ def test_reference_batch_size_and_net_labels():
     labels = analysis.net_labels(identified(runs.assign(hidden=["100", "100", "256-256"])))
     assert labels.tolist() == ["mlp: hidden=100", "mlp: hidden=100", "mlp: hidden=256-256"]
     assert analysis.net_labels(runs).tolist() == ["mlp"] * 3
+
+
+def test_keys_that_follow_from_others_are_neither_settings_nor_axes():
+    """The batch-size study's shape: the budget sets the epochs or the iterations, and the
+    evaluation interval is looked up per budget and batch size; only the budget, the rule for
+    the learning rate and the batch size tell configs apart."""
+    rows = []
+    for budget, scaling, batch in itertools.product(
+        ["epochs", "steps"], ["none", "linear"], [64, 128, 256]
+    ):
+        rows.append(
+            {
+                "optimizer": "adam",
+                "study.budget": budget,
+                "study.lr_scaling": scaling,
+                "train.batch_size": batch,
+                "train.epochs": 10 if budget == "epochs" else math.nan,
+                "train.iterations": math.nan if budget == "epochs" else 4690,
+                "train.eval_every": 230 if budget == "steps" else 30000 // batch,
+                "optimizer.lr": 0.003 * (batch / 128 if scaling == "linear" else 1),
+            }
+        )
+    frame = pd.DataFrame(rows)
+    keys = analysis.label_keys(frame, without=(analysis.LR_KEY,))
+    assert keys == ["study.budget", "study.lr_scaling", "train.batch_size"]
+    assert analysis.swept_keys(frame) == ["train.batch_size"]
+    # swept on its own, the evaluation interval is a setting and an axis
+    full = pd.concat([frame.assign(**{"train.eval_every": e}) for e in (100, 200)])
+    assert "train.eval_every" in analysis.label_keys(full, without=(analysis.LR_KEY,))
+    assert analysis.swept_keys(full) == ["train.batch_size", "train.eval_every"]
