@@ -196,6 +196,7 @@ def write_tables(
     return tables
 
 
-def read_tables(folder: Path) -> dict[str, pd.DataFrame]:
+def read_tables(folder: str | Path) -> dict[str, pd.DataFrame]:
+    """The tables of a study folder (results/esgd/<net>), by name."""
     names = (INDIVIDUALS, CURVES, TABLE1, TABLE6, OFFSPRING_SHARE)
-    return {name: pd.read_parquet(folder / f"{name}.parquet") for name in names}
+    return {name: pd.read_parquet(Path(folder) / f"{name}.parquet") for name in names}
