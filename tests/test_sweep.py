@@ -30,7 +30,7 @@ def sweep(tmp_path, *overrides, name="sweep"):
         ("smoke", 8),
         ("course", 90),
         ("lr_grid", 810),
-        ("momentum", 120),
+        ("momentum", 168),
         ("batch_size", 252),
         ("depth", 60),
     ],
