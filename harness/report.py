@@ -1342,6 +1342,19 @@ def write_report(
     return report
 
 
+def _esgd_study(folder: Path, out: Path | None) -> bool:
+    """An ESGD study's folder (harness-train experiment=esgd) is drawn by its own figures and
+    tables, again from its rows; False for any other folder."""
+    from harness.esgd.app import is_study, render
+
+    if not is_study(folder):
+        return False
+    out = out or folder
+    render(folder, out)
+    print(f"{folder}: an ESGD study; tables, figures and summary.md written to {out}")
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """`harness-report SWEEP_DIR [--out DIR] [--target 0.97]`."""
     parser = argparse.ArgumentParser(
@@ -1372,6 +1385,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         exit_with_error(PROG, f"not a folder: {args.sweep}")
     if args.target is not None and not 0 < args.target <= 1:
         exit_with_error(PROG, f"--target is a fraction in (0, 1], got {args.target}")
+    if _esgd_study(args.sweep, args.out):
+        return
     try:
         report = write_report(args.sweep, args.out, args.target, args.formats)
     except (OSError, ValueError, HarnessError) as exc:  # unreadable tables, no runs, ...

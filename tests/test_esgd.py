@@ -379,6 +379,17 @@ def test_more_repeats_add_seeds_and_give_the_uninterrupted_study(study, tmp_path
         pd.testing.assert_frame_equal(grown[name], whole[name], check_exact=True)
 
 
+def test_harness_report_draws_an_esgd_study_again(study, tmp_path):
+    from harness.report import main as report_main
+
+    folder, tables = study
+    report_main([str(folder), "--out", str(tmp_path)])
+    for name, frame in read_tables(tmp_path).items():
+        pd.testing.assert_frame_equal(frame, tables[name], check_exact=True)
+    assert (tmp_path / "summary.md").read_text() == (folder / "summary.md").read_text()
+    assert (tmp_path / "fitness.png").is_file() and (tmp_path / "esgd.json").is_file()
+
+
 def test_a_folder_holding_another_study_is_left_alone(study):
     folder, _ = study
     before = (folder / "individuals.parquet").read_bytes()

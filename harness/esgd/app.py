@@ -130,12 +130,21 @@ def execute(cfg: DictConfig, out_dir: Path) -> dict[str, pd.DataFrame]:
     return render(out_dir)
 
 
-def render(out_dir: Path) -> dict[str, pd.DataFrame]:
-    """From a study's rows and esgd.json: its tables, figures and summary.md (again)."""
-    out_dir = Path(out_dir)
-    record = json.loads((out_dir / RECORD).read_text())
+def is_study(folder: Path) -> bool:
+    return (Path(folder) / RECORD).is_file()
+
+
+def render(folder: Path, out_dir: Path | None = None) -> dict[str, pd.DataFrame]:
+    """From a study's rows and esgd.json: its tables, figures and summary.md (again), in
+    `out_dir` (default: the study's folder)."""
+    folder = Path(folder)
+    out_dir = Path(out_dir or folder)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    record = json.loads((folder / RECORD).read_text())
+    if out_dir.resolve() != folder.resolve():  # the copy is a study folder of its own
+        (out_dir / RECORD).write_text((folder / RECORD).read_text())
     cfg = OmegaConf.create(record["config"])
-    individuals = pd.read_parquet(out_dir / f"{tables.INDIVIDUALS}.parquet")
+    individuals = pd.read_parquet(folder / f"{tables.INDIVIDUALS}.parquet")
     written = tables.write_tables(individuals, cfg.esgd.top_k, cfg.esgd.elite, out_dir)
     figures.write_figures(written, out_dir)
     summary = figures.summary_markdown(written, cfg, record)
