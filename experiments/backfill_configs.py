@@ -27,10 +27,10 @@ from omegaconf import OmegaConf, open_dict
 from harness.results import (
     NOT_COMPUTED_KEYS,
     RUNS_TABLE,
-    _write_table,
     config_hash,
     identity_config,
     identity_hash,
+    write_table,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -71,7 +71,7 @@ def backfill(sweep_dir: Path, revision: str | None) -> int:
                 identity = identity_config(config)
                 configs.append(json.dumps(identity, sort_keys=True, default=str))
                 ids.append(identity_hash(identity))
-    _write_table(runs.assign(config_id=ids, config=configs), sweep_dir / RUNS_TABLE)
+    write_table(runs.assign(config_id=ids, config=configs), sweep_dir / RUNS_TABLE)
     return len(runs)
 
 

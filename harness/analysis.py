@@ -158,9 +158,8 @@ def _without_derived(frame: pd.DataFrame, keys: list[str], given: Sequence[str])
     their own. Numeric keys go first, so that of two keys that move in lockstep the named
     choice stays."""
     given = [c for c in given if c not in keys]
-    numeric = {k: pd.api.types.is_numeric_dtype(frame[k].dropna().infer_objects()) for k in keys}
     kept = list(keys)
-    for key in sorted(keys, key=lambda k: not numeric[k]):
+    for key in sorted(keys, key=lambda k: not is_numeric_key(frame, k)):
         others = [*given, *(k for k in kept if k != key)]
         if not others:
             break
@@ -498,14 +497,13 @@ def swept_keys(runs: pd.DataFrame) -> list[str]:
     """The numeric config keys a sweep varies beyond its choice names, other than the learning
     rate and the net's shape: the axes worth a figure of their own (momentum, weight decay,
     batch size, ...)."""
-    keys = label_keys(runs, without=(LR_KEY, *NET_KEYS))
-    types = {k: runs[k].dropna().infer_objects().dtype for k in keys}
-    numeric = [
-        k
-        for k, t in types.items()
-        if pd.api.types.is_numeric_dtype(t) and not pd.api.types.is_bool_dtype(t)
-    ]
-    return numeric
+    return [k for k in label_keys(runs, without=(LR_KEY, *NET_KEYS)) if is_numeric_key(runs, k)]
+
+
+def is_numeric_key(frame: pd.DataFrame, key: str) -> bool:
+    """Whether config key `key` takes numbers (not flags) in `frame`: an axis, not a name."""
+    dtype = frame[key].dropna().infer_objects().dtype
+    return pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype)
 
 
 def along(table: pd.DataFrame, key: str) -> pd.DataFrame:

@@ -687,9 +687,7 @@ def facet_key(table: pd.DataFrame, key: str) -> str | None:
     if table["line"].nunique() <= MAX_LINES:
         return None
     keys = analysis.label_keys(table, without=(analysis.LR_KEY, key, *analysis.NET_KEYS))
-    named = [
-        k for k in keys if not pd.api.types.is_numeric_dtype(table[k].dropna().infer_objects())
-    ]
+    named = [k for k in keys if not analysis.is_numeric_key(table, k)]
     return min(named, key=lambda k: table[k].astype(str).nunique(), default=None)
 
 
@@ -1385,9 +1383,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         exit_with_error(PROG, f"not a folder: {args.sweep}")
     if args.target is not None and not 0 < args.target <= 1:
         exit_with_error(PROG, f"--target is a fraction in (0, 1], got {args.target}")
-    if _esgd_study(args.sweep, args.out):
-        return
     try:
+        if _esgd_study(args.sweep, args.out):
+            return
         report = write_report(args.sweep, args.out, args.target, args.formats)
     except (OSError, ValueError, HarnessError) as exc:  # unreadable tables, no runs, ...
         exit_with_error(PROG, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)

@@ -71,7 +71,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 def write_run(run_dir: Path, record: dict[str, Any], metrics: pd.DataFrame) -> None:
     """Write a finished run: metrics first, then run.json (the completion marker)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    _write_table(metrics, run_dir / METRICS_FILE)
+    write_table(metrics, run_dir / METRICS_FILE)
     atomic_write_bytes(run_dir / RUN_FILE, json.dumps(record, indent=2, default=str).encode())
 
 
@@ -274,7 +274,8 @@ def load_curves(
     return ids.merge(curves[["run_dir", *METRIC_COLUMNS]], on="run_dir", how="inner")
 
 
-def _write_table(frame: pd.DataFrame, path: Path) -> None:
+def write_table(frame: pd.DataFrame, path: Path) -> None:
+    """`frame` as Parquet at `path`, atomically: a reader never sees half a table."""
     tmp = path.with_name(f".{path.name}.tmp")
     frame.to_parquet(tmp, index=False, compression="zstd")
     os.replace(tmp, path)
@@ -293,7 +294,7 @@ def collect(sweep_dir: str | Path) -> tuple[int, int]:
 
     # Stored without what loading derives again: the config-key columns (from `config`) and
     # the curves' identifying columns (from the runs table).
-    _write_table(relative(curves[["run_dir", *METRIC_COLUMNS]]), sweep_dir / CURVES_TABLE)
+    write_table(relative(curves[["run_dir", *METRIC_COLUMNS]]), sweep_dir / CURVES_TABLE)
     stored = relative(runs.drop(columns=config_keys(runs)))
-    _write_table(stored, sweep_dir / RUNS_TABLE)  # last: it marks the sweep consolidated
+    write_table(stored, sweep_dir / RUNS_TABLE)  # last: it marks the sweep consolidated
     return len(runs), len(curves)

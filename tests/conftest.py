@@ -2,6 +2,7 @@ import gzip
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -79,10 +80,15 @@ def hydra_context():
     return initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3")
 
 
-def run_cli(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run harness-train as a user would, in `cwd`."""
+HARNESS_TRAIN = (sys.executable, "-c", "from harness.cli import train; train()")
+
+
+def run_cli(
+    *args: str, cwd: Path, timeout: float = 300, command: Sequence[str] = HARNESS_TRAIN
+) -> subprocess.CompletedProcess:
+    """Run harness-train (or another `command`) as a user would, in `cwd`."""
     return subprocess.run(
-        [sys.executable, "-c", "from harness.cli import train; train()", *args],
+        [*command, *args],
         cwd=cwd,
         capture_output=True,
         text=True,

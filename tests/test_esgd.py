@@ -6,14 +6,13 @@ import dataclasses
 import itertools
 import json
 import math
-import subprocess
 import sys
 
 import pandas as pd
 import pytest
 import torch
 
-from conftest import MNIST_DIR, REPO, compose_config
+from conftest import HARNESS_TRAIN, MNIST_DIR, REPO, compose_config, run_cli
 from harness.errors import ConfigError
 from harness.esgd import methods, operators
 from harness.esgd.app import build_study, execute
@@ -321,24 +320,21 @@ def test_without_the_preset_the_error_says_so():
 
 
 COMMANDS = {
-    "harness-train": [sys.executable, "-c", "from harness.cli import train; train()"],
-    "python -m harness.esgd": [sys.executable, "-m", "harness.esgd"],
+    "harness-train": HARNESS_TRAIN,
+    "python -m harness.esgd": (sys.executable, "-m", "harness.esgd"),
 }
-
-
-def run_command(command: list[str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*command, *args], cwd=REPO, capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.parametrize("prog", COMMANDS)
 def test_the_app_reports_bad_settings_in_one_line(prog, tmp_path):
     preset = ["experiment=esgd"] if prog == "harness-train" else []
-    result = run_command(
-        COMMANDS[prog],
+    result = run_cli(
         *preset,
         f"data.root={MNIST_DIR}",
         "esgd.top_k=17",
         f"hydra.run.dir={tmp_path}",
+        cwd=REPO,
+        command=COMMANDS[prog],
     )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
@@ -347,13 +343,13 @@ def test_the_app_reports_bad_settings_in_one_line(prog, tmp_path):
 
 
 def test_a_sweep_of_esgd_studies_is_refused_in_one_line(tmp_path):
-    result = run_command(
-        COMMANDS["harness-train"],
+    result = run_cli(
         "-m",
         "experiment=esgd",
         "model=net1,net2",
         f"data.root={MNIST_DIR}",
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        cwd=REPO,
     )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()

@@ -32,7 +32,7 @@ from harness.esgd.pool import Pool
 from harness.esgd.settings import settings
 from harness.problems import problem_of
 from harness.problems.classification import Classification
-from harness.results import atomic_write_bytes, config_hash
+from harness.results import atomic_write_bytes, config_hash, write_table
 from harness.run import load_data, package_versions, resolve_device
 from harness.validate import DTYPES, validate_run
 
@@ -87,10 +87,7 @@ def _earlier(out_dir: Path, identity: str) -> tuple[list[dict], dict]:
 
 def _save(out_dir: Path, rows: list[dict], record: dict) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{tables.INDIVIDUALS}.parquet"
-    tmp = path.with_suffix(".tmp")
-    pd.DataFrame(rows).to_parquet(tmp, index=False)
-    tmp.replace(path)
+    write_table(pd.DataFrame(rows), out_dir / f"{tables.INDIVIDUALS}.parquet")
     atomic_write_bytes(out_dir / RECORD, (json.dumps(record, indent=1) + "\n").encode())
 
 

@@ -12,6 +12,7 @@ import pandas as pd
 
 from harness.analysis import t_interval
 from harness.report import markdown_table
+from harness.results import write_table
 
 INDIVIDUALS, TABLE1, TABLE6, OFFSPRING_SHARE, CURVES = (
     "individuals",
@@ -192,7 +193,7 @@ def write_tables(
         OFFSPRING_SHARE: offspring_share(individuals, elite),
     }
     for name, frame in tables.items():
-        frame.to_parquet(out_dir / f"{name}.parquet", index=False)
+        write_table(frame, out_dir / f"{name}.parquet")
     return tables
 
 

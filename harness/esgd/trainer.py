@@ -59,10 +59,6 @@ class Trainer:
             for scheduler in self.schedulers:
                 scheduler.step()
 
-    def evaluate(self, x: torch.Tensor, y: torch.Tensor) -> tuple[list[float], list[float]]:
-        """Mean cross-entropy and error rate of every model on (x, y)."""
-        return losses_and_errors(self.stack, x, y)
-
     def fitness(self) -> list[float]:
         return self.stack.evaluate(self.split.x_fit, self.split.y_fit)[0]
 
