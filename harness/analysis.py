@@ -79,15 +79,47 @@ def quality(frame: pd.DataFrame) -> str:
 
 
 def final_quality(frame: pd.DataFrame) -> str:
-    """The column that ranks configs by default: final_test_<quality>."""
+    """The column that reports configs: final_test_<quality>."""
     return f"final_test_{quality(frame)}"
 
 
-def summary_metrics(frame: pd.DataFrame) -> tuple[str, str, str]:
-    """The per-run metrics summarised over seeds: final and best test quality, final training
-    loss."""
+def has_validation(frame: pd.DataFrame) -> bool:
+    """Whether the runs of `frame` (a runs table, a summary or curves) were evaluated on a
+    validation split held out of their training data."""
     q = quality(frame)
-    return (f"final_test_{q}", "final_train_loss", f"best_test_{q}")
+    if "metric" in frame:
+        return bool((frame["metric"] == f"val_{q}").any())
+    column = next((c for c in (f"final_val_{q}", f"final_val_{q}_mean") if c in frame), None)
+    return column is not None and bool(frame[column].notna().any())
+
+
+def selection_split(frame: pd.DataFrame) -> str:
+    """The split every choice is made on: "val" when the runs have a validation split, else
+    "test" (runs recorded without one: their choices see the test set, and say so)."""
+    return "val" if has_validation(frame) else "test"
+
+
+def selection_metric(frame: pd.DataFrame) -> str:
+    """The column that picks configs (a rate, a best config, a star): final_val_<quality>, or
+    final_test_<quality> for runs without a validation split."""
+    return f"final_{selection_split(frame)}_{quality(frame)}"
+
+
+def selection_text(frame: pd.DataFrame) -> str:
+    """How choices were made, for headers and titles: 'chosen by final validation accuracy'."""
+    split = selection_split(frame)
+    name = {"val": "validation", "test": "test"}[split]
+    text = f"chosen by final {name} {quality(frame)}"
+    return text if split == "val" else f"{text} (no validation split: the test set chose)"
+
+
+def summary_metrics(frame: pd.DataFrame) -> tuple[str, ...]:
+    """The per-run metrics summarised over seeds: final test quality, final training loss, best
+    test quality, and the selection metric (final validation quality) when the runs have one."""
+    q = quality(frame)
+    metrics = (f"final_test_{q}", "final_train_loss", f"best_test_{q}")
+    selection = selection_metric(frame)
+    return metrics if selection in metrics else (*metrics, selection)
 
 
 # --- identity: keys, groups and labels --------------------------------------------------------
@@ -307,13 +339,14 @@ def best_configs(
     by: str | None = None,
     tune: Sequence[str] = (LR_KEY,),
 ) -> pd.DataFrame:
-    """The best config (by the mean of `by` over seeds) among those that differ only in the
-    `tune` keys: by default the best learning rate of every other config (each optimizer, net,
-    and any other key that varies). Configs with a diverged seed rank below every config
-    without one; ties go to the lower mean final train loss, then the smaller learning rate."""
+    """The best config (by the mean of `by` over seeds; default: the selection metric, final
+    validation quality) among those that differ only in the `tune` keys: by default the best
+    learning rate of every other config (each optimizer, net, and any other key that varies).
+    Configs with a diverged seed rank below every config without one; ties go to the lower mean
+    final train loss, then the smaller learning rate."""
     if summary.empty:
         return summary.copy()
-    by = by or final_quality(summary)
+    by = by or selection_metric(summary)
     ranked = summary.assign(
         _diverged=summary["n_diverged"] > 0,
         _score=(summary[f"{by}_mean"] * (-1 if higher_is_better(by) else 1)).fillna(math.inf),
@@ -407,12 +440,14 @@ def curve_bands(
 def time_to_target(
     curves: pd.DataFrame, target: float = 0.97, metric: str | None = None
 ) -> pd.DataFrame:
-    """Per run: the first evaluation at which `metric` reaches `target` (>= for accuracies,
-    <= for losses): its iteration, epoch and optimisation seconds (`time_s`, evaluations
-    excluded); NaN and reached=False when the run never gets there.
+    """Per run: the first evaluation at which `metric` (default: the validation quality, or the
+    test quality for runs without a validation split) reaches `target` (>= for accuracies, <=
+    for losses): its iteration, epoch and optimisation seconds (`time_s`, evaluations
+    excluded); NaN and reached=False when the run never gets there. The fastest configs are
+    picked on this table, so it is measured on the split that chooses.
 
     Resolution is the sweep's evaluation interval (train.eval_every)."""
-    metric = metric or f"test_{quality(curves)}"
+    metric = metric or f"{selection_split(curves)}_{quality(curves)}"
     columns = [*ID_COLUMNS, *config_keys(curves), "config_id", "status", "run_dir"]
     columns += ["quality"] if "quality" in curves else []
     points = curves[curves["metric"] == metric]

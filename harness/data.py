@@ -39,12 +39,16 @@ _IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">
 
 @dataclass(frozen=True)
 class TensorData:
-    """A classification data set held as whole tensors (rows are flattened examples)."""
+    """A classification data set held as whole tensors (rows are flattened examples): training
+    rows, validation rows held out of the training data (none when `data.val_size` is 0) and
+    the test set."""
 
     x_train: torch.Tensor
     y_train: torch.Tensor
     x_test: torch.Tensor
     y_test: torch.Tensor
+    x_val: torch.Tensor | None = None
+    y_val: torch.Tensor | None = None
 
     @property
     def num_features(self) -> int:
@@ -54,12 +58,23 @@ class TensorData:
     def num_classes(self) -> int:
         return NUM_CLASSES
 
+    def split(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """(features, labels) of a held-out split: "val" or "test"."""
+        return (self.x_val, self.y_val) if name == "val" else (self.x_test, self.y_test)
+
     def to(self, device: torch.device, dtype: torch.dtype) -> TensorData:
+        def move(t: torch.Tensor | None, floating: bool) -> torch.Tensor | None:
+            if t is None:
+                return None
+            return t.to(device=device, dtype=dtype) if floating else t.to(device=device)
+
         return TensorData(
-            self.x_train.to(device=device, dtype=dtype),
-            self.y_train.to(device=device),
-            self.x_test.to(device=device, dtype=dtype),
-            self.y_test.to(device=device),
+            move(self.x_train, True),
+            move(self.y_train, False),
+            move(self.x_test, True),
+            move(self.y_test, False),
+            move(self.x_val, True),
+            move(self.y_val, False),
         )
 
 
@@ -120,15 +135,37 @@ def _subset(n_total: int, size: int | None, generator: torch.Generator, what: st
     return torch.randperm(n_total, generator=generator)[:size].sort().values
 
 
+def split_train(
+    n_total: int, train_size: int | None, val_size: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(training rows, validation rows) of `n_total` training examples: `val_size` of them held
+    out at random, and `train_size` (None: all the others) drawn from the rest, disjoint. With
+    no validation rows the training subset is the one drawn before validation existed."""
+    if val_size == 0:
+        return _subset(n_total, train_size, generator, "data.train_size"), torch.arange(0)
+    wanted = val_size + (train_size if train_size is not None else 1)
+    if wanted > n_total:
+        raise DataError(
+            f"data.val_size ({val_size}) leaves "
+            + (f"fewer than data.train_size ({train_size})" if train_size else "no")
+            + f" of the {n_total} training examples to train on"
+        )
+    perm = torch.randperm(n_total, generator=generator)
+    rest = perm[val_size:] if train_size is None else perm[val_size : val_size + train_size]
+    return rest.sort().values, perm[:val_size].sort().values
+
+
 def load_mnist(
     root: str | Path,
     train_size: int | None = None,
     test_size: int | None = None,
     subset_seed: int = 0,
+    val_size: int = 0,
     normalization: str = "standard",
     verify_md5: bool = True,
 ) -> TensorData:
-    """Load MNIST from ``root`` as float32 tensors on the CPU, flattened to 784 features."""
+    """Load MNIST from ``root`` as float32 tensors on the CPU, flattened to 784 features, with
+    `val_size` training examples held out for validation (selection never sees the test set)."""
     root = Path(root).expanduser()
     if not root.is_dir():
         raise DataError(
@@ -144,9 +181,9 @@ def load_mnist(
         x_train, y_train, x_test, y_test = _load_torchvision(root)
     log.info("MNIST loaded from %s: %d train, %d test", root, len(y_train), len(y_test))
 
-    # One generator for both subsets: the subset is part of the problem, not of the run's seed.
+    # One generator for all subsets: the subsets are part of the problem, not of the run's seed.
     generator = torch.Generator().manual_seed(subset_seed)
-    train_idx = _subset(len(y_train), train_size, generator, "data.train_size")
+    train_idx, val_idx = split_train(len(y_train), train_size, val_size, generator)
     test_idx = _subset(len(y_test), test_size, generator, "data.test_size")
 
     def features(images: np.ndarray, idx: torch.Tensor) -> torch.Tensor:
@@ -156,9 +193,12 @@ def load_mnist(
     def labels(targets: np.ndarray, idx: torch.Tensor) -> torch.Tensor:
         return torch.from_numpy(targets[idx.numpy()].astype(np.int64))
 
+    has_val = len(val_idx) > 0
     return TensorData(
         features(x_train, train_idx),
         labels(y_train, train_idx),
         features(x_test, test_idx),
         labels(y_test, test_idx),
+        features(x_train, val_idx) if has_val else None,
+        labels(y_train, val_idx) if has_val else None,
     )

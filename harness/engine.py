@@ -100,7 +100,7 @@ def train(
 ) -> Outcome:
     """Train `model` on `problem`'s `data` for `schedule.iterations` steps, evaluating every
     `schedule.eval_every` (the problem's metrics on the `eval_train_idx` rows of the training
-    data and on the held-out data, recorded as train_<metric> and test_<metric>).
+    data and on each held-out split, recorded as train_<metric>, val_<metric>, test_<metric>).
 
     A diverging loss (see Schedule.divergence_factor) ends the run with status "diverged": a
     result, not an error.
@@ -113,13 +113,17 @@ def train(
     train_time = 0.0
     bar = tqdm(total=schedule.iterations, disable=not progress, mininterval=1.0, unit="it")
 
+    held_out = problem.held_out(data)
+
     def run_evaluation(iteration: int) -> float:
         model.eval()
         train = problem.evaluate(model, data, "train", eval_train_idx)
-        test = problem.evaluate(model, data, "test", None)
-        model.train()
         metrics = {f"train_{k}": v for k, v in train.items()}
-        metrics |= {f"test_{k}": v for k, v in test.items()}
+        for split in held_out:
+            metrics |= {
+                f"{split}_{k}": v for k, v in problem.evaluate(model, data, split, None).items()
+            }
+        model.train()
         recorder.add(iteration, train_time, **metrics)
         if on_eval is not None:
             on_eval(iteration, metrics)

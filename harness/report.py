@@ -725,7 +725,7 @@ def key_figure(
     """Final and best test quality and the time per step against any numeric config key the
     sweep varies (momentum, weight decay, table size, ...), each setting at its best learning
     rate for each value."""
-    final, _, best = analysis.summary_metrics(runs)
+    final, _, best, *_ = analysis.summary_metrics(runs)
     return axis_figure(
         analysis.axis_table(runs, key, by),
         key,

@@ -32,7 +32,14 @@ EXECUTION_KEYS = ("device", "threads", "data.root", "train.progress", "train.eng
 # they feed (optimizer.lr) is in the config itself, so the tables are not part of what a run
 # computes.
 LOOKUP_KEY = "lookup"
-NOT_COMPUTED_KEYS = (*EXECUTION_KEYS, LOOKUP_KEY)
+# The tuning protocol's settings (search spaces, budget, where the chosen settings come from):
+# they decide which configs run, and each run's config holds what was chosen.
+TUNE_KEY = "tune"
+NOT_COMPUTED_KEYS = (*EXECUTION_KEYS, LOOKUP_KEY, TUNE_KEY)
+# Keys added after runs were recorded, with the value at which a run computes exactly what a
+# run recorded without the key did: at that value the key is left out of the identity and the
+# hash, so those runs keep their identity (and a sweep resumes over them).
+NEUTRAL_VALUES = {"data.val_size": 0}
 # Columns that identify a run in every table, in this order.
 ID_COLUMNS = [
     "model",
@@ -53,11 +60,23 @@ def _drop_key(config: dict, dotted: str) -> None:
     config.pop(leaf, None)
 
 
+def _get_key(config: dict, dotted: str) -> Any:
+    for part in dotted.split("."):
+        if not isinstance(config, dict) or part not in config:
+            return None
+        config = config[part]
+    return config
+
+
 def config_hash(config: dict) -> str:
-    """A stable hash of what a run computes (execution-only keys and lookup tables left out)."""
+    """A stable hash of what a run computes (execution-only keys, lookup tables and neutral
+    values of later keys left out)."""
     config = json.loads(json.dumps(config))  # deep copy
     for key in NOT_COMPUTED_KEYS:
         _drop_key(config, key)
+    for key, neutral in NEUTRAL_VALUES.items():
+        if _get_key(config, key) == neutral:
+            _drop_key(config, key)
     blob = json.dumps(config, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -122,7 +141,10 @@ def identity_config(config: dict[str, Any]) -> dict[str, Any]:
     flat = flat_config(config)
     dropped = tuple(NOT_COMPUTED_KEYS) + ("seed",)
     return {
-        k: v for k, v in flat.items() if not any(k == d or k.startswith(f"{d}.") for d in dropped)
+        k: v
+        for k, v in flat.items()
+        if not any(k == d or k.startswith(f"{d}.") for d in dropped)
+        and not (k in NEUTRAL_VALUES and v == NEUTRAL_VALUES[k])
     }
 
 

@@ -213,21 +213,27 @@ def package_versions() -> dict[str, str]:
 
 
 def final_metrics(rows: list[tuple[int, float, float, str, float]], problem: Problem) -> dict:
-    """Last evaluated values of every evaluation metric (train_*, test_*), and the best value of
-    the problem's quality metric on the test set seen during the run (best_test_<quality>),
-    from a run's metric rows (iteration, epoch, time_s, metric, value)."""
+    """Last evaluated values of every evaluation metric (train_*, val_*, test_*), and the best
+    value of the problem's quality metric seen during the run on each held-out split
+    (best_val_<quality>, best_test_<quality>), from a run's metric rows (iteration, epoch,
+    time_s, metric, value)."""
     evaluations: dict[int, dict[str, float]] = {}
     for iteration, _, _, metric, value in rows:
-        if metric.startswith(("train_", "test_")):
+        if metric.startswith(("train_", "val_", "test_")):
             evaluations.setdefault(iteration, {})[metric] = value
     last = max(evaluations)
-    quality = f"test_{problem.quality}"
-    values = [v[quality] for v in evaluations.values()]
-    best = max(values) if problem.higher_is_better else min(values)
+    best = {}
+    for split in ("val", "test"):
+        quality = f"{split}_{problem.quality}"
+        values = [v[quality] for v in evaluations.values() if quality in v]
+        if values:
+            best[f"best_{quality}"] = float(
+                max(values) if problem.higher_is_better else min(values)
+            )
     return {
         "iteration": int(last),
         **{metric: float(value) for metric, value in sorted(evaluations[last].items())},
-        f"best_{quality}": float(best),
+        **best,
     }
 
 

@@ -129,19 +129,17 @@ def train_stack(runs: Sequence[run_module.PreparedRun], progress: bool = False) 
     train_time = 0.0
     bar = tqdm(total=schedule.iterations, disable=not progress, mininterval=1.0, unit="it")
 
+    held_out = setup.problem.held_out(data)
+
     def run_evaluation(iteration: int) -> list[float]:
-        train_loss, train_acc = stack.evaluate(x_eval, y_eval)
-        test_loss, test_acc = stack.evaluate(data.x_test, data.y_test)
+        splits = {"train": stack.evaluate(x_eval, y_eval)}
+        splits |= {split: stack.evaluate(*data.split(split)) for split in held_out}
         for j, i in enumerate(active):
-            recorders[i].add(
-                iteration,
-                train_time,
-                train_loss=train_loss[j],
-                train_accuracy=train_acc[j],
-                test_loss=test_loss[j],
-                test_accuracy=test_acc[j],
-            )
-        return train_loss
+            metrics = {}
+            for split, (loss, accuracy) in splits.items():
+                metrics |= {f"{split}_loss": loss[j], f"{split}_accuracy": accuracy[j]}
+            recorders[i].add(iteration, train_time, **metrics)
+        return splits["train"][0]
 
     def drop(failed: list[int], iteration: int) -> None:
         nonlocal active, losses

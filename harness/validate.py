@@ -101,6 +101,7 @@ def validate_data(data: DictConfig) -> None:
         raise ConfigError(f"data.root must be a folder path, got {root!r}")
     require_int(data.get("train_size"), "data.train_size", minimum=1, optional=True)
     require_int(data.get("test_size"), "data.test_size", minimum=1, optional=True)
+    require_int(data.get("val_size", 0), "data.val_size", minimum=0)
     require_int(data.get("subset_seed"), "data.subset_seed")
     require_choice(data.get("normalization"), "data.normalization", NORMALIZATIONS)
     if not isinstance(data.get("verify_md5"), bool):

@@ -55,7 +55,7 @@ report.show(report.effective_step_figure, runs)
 # Each setting and value at its best learning rate: mean ± 95 % confidence interval over seeds.
 
 # %%
-final, _, best = analysis.summary_metrics(runs)
+final, _, best, *_ = analysis.summary_metrics(runs)
 columns = [f"{m}_{s}" for m in (final, best) for s in ("mean", "ci")] + ["step_time_s_mean"]
 for key in keys:
     table = analysis.axis_table(runs, key)

@@ -33,7 +33,7 @@ sweep = report.sweep_from_env()
 runs, curves = report.load_sweep(sweep)
 quality = analysis.quality(runs)  # accuracy (MNIST) or rmse (ratings)
 target = report.target_from_env(quality)  # None: no time to target
-final, train_loss, best_quality = analysis.summary_metrics(runs)
+final, train_loss, best_quality, *_ = analysis.summary_metrics(runs)
 summary = analysis.summarize(runs)
 batch_size, best = analysis.best_at_reference_batch(runs)
 print(f"{sweep}: {len(runs)} runs, {len(summary)} configs; test {quality}, target {target}")

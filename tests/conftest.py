@@ -22,6 +22,7 @@ MNIST_DIR = Path(os.environ.get("HARNESS_DATA_ROOT", REPO.parent / "shared" / "d
 SMALL_RUN = [
     "data.train_size=2000",
     "data.test_size=500",
+    "data.val_size=500",
     "train.iterations=60",
     "train.eval_every=20",
     "train.log_every=5",

@@ -21,8 +21,9 @@ from omegaconf import DictConfig, OmegaConf
 class Problem(ABC):
     """Data, model, loss and metrics of a workload.
 
-    `quality` names the evaluation metric that ranks runs (test_<quality> in the tables); the
-    engine records `loss` and every metric of `evaluate` on the training subset and the test set.
+    `quality` names the evaluation metric that ranks runs (val_<quality> in the tables picks
+    configurations, test_<quality> reports them); the engine records `loss` and every metric of
+    `evaluate` on the training subset and on each held-out split (`held_out`).
     """
 
     quality: str = "accuracy"
@@ -53,7 +54,13 @@ class Problem(ABC):
     @abstractmethod
     def evaluate(self, model: Any, data: Any, split: str, rows: torch.Tensor | None) -> dict:
         """{"loss": ..., <metric>: ...} on the `rows` of the training data (split "train") or
-        on the held-out data (split "test", rows None)."""
+        on a held-out split ("val" or "test", rows None)."""
+
+    @abstractmethod
+    def held_out(self, data: Any) -> tuple[str, ...]:
+        """The held-out splits of `data`, evaluated in this order: ("val", "test") when the data
+        holds validation examples out of the training data (`data.val_size`), else ("test",).
+        Selection (a rate, a best config) reads val_*; the test set only reports."""
 
     @abstractmethod
     def check(self, cfg: DictConfig) -> None:

@@ -51,11 +51,11 @@ class Classification(Problem):
     def evaluate(
         self, model: torch.nn.Module, data: TensorData, split: str, rows: torch.Tensor | None
     ) -> dict[str, float]:
-        """Mean cross-entropy and accuracy on the training rows `rows` or the test set."""
+        """Mean cross-entropy and accuracy on the training rows `rows` or a held-out split."""
         if split == "train":
             x, y = data.x_train[rows], data.y_train[rows]
         else:
-            x, y = data.x_test, data.y_test
+            x, y = data.split(split)
         loss_sum = torch.zeros((), device=x.device, dtype=torch.float64)
         correct = torch.zeros((), device=x.device, dtype=torch.int64)
         for start in range(0, len(y), EVAL_CHUNK):
@@ -64,6 +64,9 @@ class Classification(Problem):
             loss_sum += F.cross_entropy(logits, target, reduction="sum").double()
             correct += (logits.argmax(1) == target).sum()
         return {"loss": loss_sum.item() / len(y), "accuracy": correct.item() / len(y)}
+
+    def held_out(self, data: TensorData) -> tuple[str, ...]:
+        return ("test",) if data.y_val is None else ("val", "test")
 
     def check(self, cfg: DictConfig) -> None:
         from harness.validate import validate_data, validate_model

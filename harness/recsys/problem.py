@@ -168,6 +168,9 @@ class Ratings(Problem):
             metrics["truth_rmse"] = math.sqrt(F.mse_loss(predicted, data.truth_test).item())
         return metrics
 
+    def held_out(self, data: Interactions) -> tuple[str, ...]:
+        return ("test",)
+
     def parameter_groups(self, cfg: DictConfig, model) -> list[tuple[list, DictConfig]]:
         if self.tables == "dense":
             return [(list(model.parameters()), cfg.optimizer)]
