@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from harness.errors import ConfigError, HarnessError, exit_with_error
-from harness.results import RUN_FILE, collect
+from harness.results import RUN_FILE, RunRecord, collect, read_run
 from harness.sweep import already_finished, discard_invocation, log_progress
 
 log = logging.getLogger("harness")
@@ -44,7 +44,7 @@ def _discard_unfinished(run_dir: Path) -> None:
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
-def _train_app(cfg: DictConfig) -> None:
+def _train_app(cfg: DictConfig) -> RunRecord | None:
     """One run: a single run, or a job of a sweep run by a launcher other than the stacked one
     (which trains its jobs itself)."""
     # torch imported here, not at the top: --help and config errors stay fast
@@ -63,10 +63,11 @@ def _train_app(cfg: DictConfig) -> None:
             done = already_finished(config, Path(hydra_cfg.sweep.dir), run_dir)
             if done is not None:
                 log.info("skipped: this config already finished in %s", done)
-                return
+                return read_run(Path(hydra_cfg.sweep.dir) / done)
             if requested_engine(cfg) == "stacked":
                 log.info("train.engine=stacked: only hydra/launcher=stacked stacks runs")
-        execute(cfg, run_dir, dict(hydra_cfg.runtime.choices))
+        # the record, which a sweeper that optimises (Optuna) reads as the run's objective
+        return RunRecord(execute(cfg, run_dir, dict(hydra_cfg.runtime.choices)))
     except HarnessError as exc:
         _discard_unfinished(run_dir)
         exit_with_error("harness-train", str(exc))

@@ -30,5 +30,14 @@ def at(table, key):
     return table[key]
 
 
+def tuned(key: str, *, _root_):
+    """`${tuned:optimizer.lr}`: the value a tuning study chose for this job (harness.selection,
+    imported only when an evaluation preset uses it)."""
+    from harness.selection import resolve_tuned
+
+    return resolve_tuned(key, _root_=_root_)
+
+
+OmegaConf.register_new_resolver("tuned", tuned, replace=True)
 OmegaConf.register_new_resolver("scaled_lr", scaled_lr, replace=True)
 OmegaConf.register_new_resolver("at", at, replace=True)

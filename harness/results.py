@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -94,8 +95,31 @@ def write_run(run_dir: Path, record: dict[str, Any], metrics: pd.DataFrame) -> N
     atomic_write_bytes(run_dir / RUN_FILE, json.dumps(record, indent=2, default=str).encode())
 
 
-def read_run(run_dir: Path) -> dict[str, Any]:
-    return json.loads((run_dir / RUN_FILE).read_text())
+def read_run(run_dir: Path) -> RunRecord:
+    return RunRecord(json.loads((run_dir / RUN_FILE).read_text()))
+
+
+class RunRecord(dict):
+    """A run's run.json record that is also its objective for a sweeper that optimises (Hydra's
+    Optuna sweeper reads `float(job_return.return_value)`): `float(record)` is the run's final
+    quality on its selection split (validation; the test set only for runs without one), the
+    worst value for a run that diverged. Never a test metric when validation exists."""
+
+    def __float__(self) -> float:
+        return objective(self)
+
+
+def objective(record: dict[str, Any]) -> float:
+    """The value a tuner optimises for a finished run: final val_<quality> (test_<quality> for a
+    run without a validation split); a diverged run gets the worst value of its direction."""
+    problem = record.get("problem", {})
+    quality = problem.get("quality", "accuracy")
+    higher = problem.get("higher_is_better", True)
+    final = record["final"]
+    value = final.get(f"val_{quality}", final.get(f"test_{quality}"))
+    if record["status"] != "completed" or value is None or not math.isfinite(value):
+        return -math.inf if higher else math.inf
+    return float(value)
 
 
 def _as_list(paths: str | Path | Iterable[str | Path]) -> list[Path]:

@@ -26,7 +26,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from harness.errors import ConfigError, exit_with_error
+from harness.errors import ConfigError, HarnessError, exit_with_error
 from harness.results import (
     EXECUTION_KEYS,
     RUN_FILE,
@@ -53,13 +53,23 @@ def _key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
 
+TUNING_SWEEPER = "hydra_plugins.harness_sweeper.tuning_sweeper.TuningSweeper"
+
+
 def sweep_jobs(config: DictConfig) -> list[list[str]]:
     """The overrides of every job of the sweep `config` describes, as Hydra's basic sweeper
-    expands them (preset `hydra.sweeper.params` first, command-line overrides replacing axes)."""
+    expands them (preset `hydra.sweeper.params` first, command-line overrides replacing axes);
+    for a tuning study (hydra/sweeper=tune), every trial of every combination of those axes."""
     params = config.hydra.sweeper.get("params") or {}
     arguments = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
     overrides = OverridesParser.create().parse_overrides(arguments)
-    return [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+    jobs = [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+    if config.hydra.sweeper.get("_target_") != TUNING_SWEEPER:
+        return jobs
+    from harness.search import tuning_jobs
+
+    tune = OmegaConf.to_container(config.tune, resolve=True)
+    return tuning_jobs(jobs, tune, config.hydra.runtime.choices.get("optimizer"))
 
 
 def sweep_identity(config: DictConfig) -> dict[str, Any]:
@@ -183,6 +193,13 @@ class SweepCallback(Callback):
         log.info(
             "sweep of %d runs into %s (%d finished runs there already)", jobs, sweep_dir, already
         )
+        try:  # an evaluation phase records the settings its tuning study chose, and the rule
+            from harness.selection import write_selection
+
+            write_selection(sweep_dir, config)
+        except HarnessError as exc:
+            discard_invocation()
+            exit_with_error("harness-train", str(exc))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         global _invocation

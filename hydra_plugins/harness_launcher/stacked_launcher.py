@@ -14,8 +14,10 @@ writing Hydra's files and setting up its own logging before it trains. This laun
 4. creates the run folders with Hydra's `.hydra/` files (config.yaml, hydra.yaml,
    overrides.yaml), sets up logging once (the log goes to the sweep folder) and trains the
    jobs (harness.launcher.execute_jobs);
-5. returns one JobReturn per job: its run.json record (None for a skipped job). Callbacks that
-   define on_job_start / on_job_end are called for each trained job, before and after training.
+5. returns one JobReturn per job: its run.json record as a `RunRecord` (a skipped job's from its
+   finished folder), which a sweeper that optimises reads as the run's validation quality.
+   Callbacks that define on_job_start / on_job_end are called for each trained job, before and
+   after training.
 """
 
 # No `from __future__ import annotations`: Hydra's plugin scan loads this module outside
@@ -142,6 +144,7 @@ class StackedLauncher(Launcher):
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
         from harness import run as run_module  # torch is imported only when jobs train
+        from harness.results import read_run
         from harness.sweep import already_finished
 
         assert self.config is not None and self.hydra_context is not None
@@ -165,6 +168,9 @@ class StackedLauncher(Launcher):
             done = already_finished(job.resolved, sweep_dir, job.out_dir)
             if done is not None:
                 log.info("skipped: this config already finished in %s", done)
+                # its record, for a sweeper that reads the results (Optuna): resumed trials
+                # tell it what they told it the first time
+                result.return_value = read_run(sweep_dir / done)
                 continue
             run_module.check(job.cfg)  # a bad value stops the sweep here: nothing is written
             jobs.append((job, result))
@@ -175,6 +181,7 @@ class StackedLauncher(Launcher):
 
     def _train(self, jobs: list[tuple[_Job, JobReturn]], sweep_dir: Path) -> None:
         from harness.launcher import execute_jobs
+        from harness.results import RunRecord
 
         assert self.config is not None and self.hydra_context is not None
         subdir = self.config.hydra.output_subdir  # null: no Hydra files, as Hydra does
@@ -196,7 +203,7 @@ class StackedLauncher(Launcher):
                 workers=None if self.n_jobs < 1 else self.n_jobs,
             )
         for (job, result), record in zip(jobs, records, strict=True):
-            result.return_value = record
+            result.return_value = RunRecord(record)
             if per_job:
                 config = self._job_config(job.num, job.sweep_overrides, sweep_dir)
                 callbacks.on_job_end(config=config, job_return=result)

@@ -1,0 +1,169 @@
+"""Settings chosen by a tuning study, passed to the evaluation phase by the harness itself.
+
+An evaluation preset names the tuning study and the keys it takes from it:
+
+    tune:
+      source: results/course_tune     # the tuning study's folder
+      phase_keys: [train.eval_every]  # where evaluation may differ from tuning (beside the seed)
+    optimizer:
+      lr: ${tuned:optimizer.lr}
+
+`${tuned:KEY}` resolves, for each job, to the value of KEY in the configuration the tuning study
+chose for that job: among the tuning runs whose configs equal the job's in everything but the
+tuned keys (every key written `${tuned:...}`), the seed and the phase keys, the best by the
+validation metric (`harness.analysis.best_configs`: a config with a diverged seed never wins;
+ties go to the lower training loss, then the smaller learning rate). The test set never chooses.
+The evaluation sweep writes the chosen settings and the rule into its folder (`selection.md`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+
+from harness import analysis
+from harness.errors import ConfigError
+from harness.results import RUNS_TABLE, flat_config, identity_config, identity_hash, load_runs
+
+RESOLVER = "tuned"
+SELECTION_FILE = "selection.md"
+
+
+def tuned_keys(config: dict[str, Any]) -> list[str]:
+    """The dotted keys of an unresolved config whose value is `${tuned:...}`."""
+    return sorted(k for k, v in flat_config(config).items() if str(v).startswith(f"${{{RESOLVER}:"))
+
+
+def _group(identity: dict[str, Any], dropped: list[str]) -> str:
+    """The hash of an identity with the tuned and phase keys left out."""
+    return identity_hash(
+        {
+            k: v
+            for k, v in identity.items()
+            if not any(k == d or k.startswith(f"{d}.") for d in dropped)
+        }
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _tuning_runs(source: str, stamp: float) -> pd.DataFrame:
+    return load_runs(source)
+
+
+def tuning_runs(source: str) -> pd.DataFrame:
+    """The finished runs of the tuning study in `source` (read once per process while its
+    consolidated table is unchanged)."""
+    folder = Path(source)
+    table = folder / RUNS_TABLE
+    if not folder.is_dir():
+        raise ConfigError(f"tune.source={source} is not a folder: run the tuning study first")
+    stamp = table.stat().st_mtime if table.exists() else -1.0
+    runs = _tuning_runs(str(folder.resolve()), stamp)
+    if runs.empty:
+        raise ConfigError(
+            f"tune.source={source} holds no finished runs: run the tuning study first"
+        )
+    return runs
+
+
+def choose(runs: pd.DataFrame, keys: list[str], phase_keys: list[str]) -> pd.DataFrame:
+    """Per group of tuning runs (configs equal but for `keys`, the seed and `phase_keys`): the
+    chosen config's summary row (best_configs, on the validation metric), with `group`, the
+    group's hash, and `n_trials`."""
+    dropped = [*keys, *phase_keys]
+    groups = [_group(json.loads(c), dropped) for c in runs["config"]]
+    summary = analysis.summarize(runs.assign(_group=groups))
+    summary["group"] = summary["config_id"].map(dict(zip(runs["config_id"], groups, strict=True)))
+    trials = summary.groupby("group")["config_id"].nunique()
+    best = analysis.best_configs(summary, tune=keys)
+    # best_configs groups by the keys that vary; a group here is a stricter match (phase keys)
+    best = best.sort_values("group", kind="stable").drop_duplicates("group")
+    return best.assign(n_trials=best["group"].map(trials))
+
+
+def _value(row: pd.Series, runs: pd.DataFrame, key: str) -> Any:
+    config = json.loads(runs.loc[runs["config_id"] == row["config_id"], "config"].iloc[0])
+    return config[key]
+
+
+def resolve_tuned(key: str, *, _root_: DictConfig) -> Any:
+    """The `tuned` resolver: see the module's docstring."""
+    tune = _root_.get("tune") or {}
+    source, phase_keys = tune.get("source"), list(tune.get("phase_keys") or [])
+    if not source:
+        raise ConfigError(f"${{tuned:{key}}} needs tune.source, the tuning study's folder")
+    raw = OmegaConf.to_container(_root_, resolve=False)
+    raw.pop("hydra", None)
+    keys = tuned_keys(raw)
+    for dotted in keys:  # resolve the rest without the values being chosen
+        *parents, leaf = dotted.split(".")
+        node = raw
+        for part in parents:
+            node = node[part]
+        node.pop(leaf)
+    identity = identity_config(OmegaConf.to_container(OmegaConf.create(raw), resolve=True))
+    runs = tuning_runs(str(source))
+    chosen = choose(runs, keys, phase_keys)
+    match = chosen[chosen["group"] == _group(identity, [*keys, *phase_keys])]
+    if match.empty:
+        choices = OmegaConf.select(_root_, "hydra.runtime.choices", default=None) or {}
+        named = ", ".join(f"{g}={choices[g]}" for g in ("model", "optimizer") if g in choices)
+        raise ConfigError(
+            f"no tuning run in {source} has this job's config{f' ({named})' if named else ''} "
+            f"but for {', '.join(keys)}, the seed and {', '.join(phase_keys) or 'nothing else'}"
+        )
+    return _value(match.iloc[0], runs, key)
+
+
+def selection_table(source: str, keys: list[str], phase_keys: list[str]) -> pd.DataFrame:
+    """The settings the tuning study in `source` chose, per group: the chosen values, their
+    validation and test quality at the tuning length, and the number of trials."""
+    runs = tuning_runs(source)
+    chosen = choose(runs, keys, phase_keys)
+    metric = analysis.selection_metric(chosen)
+    test = analysis.final_quality(chosen)
+    columns = ["net", "setting"]
+    table = chosen[columns].copy()
+    for key in keys:
+        table[key] = [_value(row, runs, key) for _, row in chosen.iterrows()]
+    table["n_trials"] = chosen["n_trials"]
+    table[metric] = chosen[f"{metric}_mean"]
+    if f"{test}_mean" in chosen and test != metric:
+        table[test] = chosen[f"{test}_mean"]
+    return table.sort_values(columns, ignore_index=True)
+
+
+def write_selection(sweep_dir: Path, config: DictConfig) -> None:
+    """Record in an evaluation sweep's folder what its `${tuned:...}` keys resolve to, and the
+    rule: `selection.md`."""
+    from harness.report import markdown_table  # matplotlib: only when a selection is written
+
+    raw = OmegaConf.to_container(config, resolve=False)
+    raw.pop("hydra", None)
+    keys = tuned_keys(raw)
+    tune = config.get("tune") or {}
+    if not keys or not tune.get("source"):
+        return
+    source, phase_keys = str(tune.source), list(tune.get("phase_keys") or [])
+    table = selection_table(source, keys, phase_keys)
+    metric = analysis.selection_metric(tuning_runs(source))
+    lines = [
+        f"# Settings chosen by the tuning study in `{source}`",
+        "",
+        f"{', '.join(f'`{k}`' for k in keys)} of each configuration: the tuning trial with the "
+        f"best mean `{metric}` over its seeds among those that differ only in these keys "
+        f"(and the seed{', ' + ', '.join(phase_keys) if phase_keys else ''}); a trial with a "
+        "diverged seed never wins; ties go to the lower final training loss, then the smaller "
+        "learning rate (`harness.analysis.best_configs`). The test set chose nothing: its "
+        "column only reports the chosen trial's test quality at the tuning length.",
+        "",
+        markdown_table(table, index=False),
+        "",
+    ]
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    (sweep_dir / SELECTION_FILE).write_text("\n".join(lines))

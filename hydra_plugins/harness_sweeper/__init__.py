@@ -1,0 +1,1 @@
+"""Hydra sweeper plugin of optimizer-harness (hydra/sweeper=tune: tuning studies)."""
