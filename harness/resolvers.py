@@ -38,6 +38,17 @@ def tuned(key: str, *, _root_):
     return resolve_tuned(key, _root_=_root_)
 
 
+def space_of(optimizer: str, key: str, spaces):
+    """The range of `key` in the search space `tune.space` declares for the optimizer choice
+    `optimizer` (its own entry, else `default`), for Hydra's Optuna sweeper:
+    `optimizer.lr: ${space_of:${hydra:runtime.choices.optimizer},optimizer.lr,${tune.space}}`."""
+    space = spaces[optimizer] if optimizer in spaces else spaces["default"]
+    if key not in space:
+        raise KeyError(f"tune.space for {optimizer} does not search {key}")
+    return space[key]
+
+
 OmegaConf.register_new_resolver("tuned", tuned, replace=True)
+OmegaConf.register_new_resolver("space_of", space_of, replace=True)
 OmegaConf.register_new_resolver("scaled_lr", scaled_lr, replace=True)
 OmegaConf.register_new_resolver("at", at, replace=True)
