@@ -491,7 +491,8 @@ def summarize_time_to_target(ttt: pd.DataFrame, confidence: float = 0.95) -> pd.
         table[f"{measure}_cost"] = table[f"{measure}_mean"].where(all_reached, math.inf)
     stat_cols = _stat_cols(TARGET_MEASURES, ("mean", "ci", "min", "max", "cost"))
     table["quality"] = quality(ttt)
-    return table[[*_summary_columns(table, ["n_reached"], stat_cols), "quality"]]
+    table["metric"] = ttt["metric"].iloc[0]  # the metric the target was measured on
+    return table[[*_summary_columns(table, ["n_reached"], stat_cols), "quality", "metric"]]
 
 
 def fastest_configs(target_summary: pd.DataFrame, measure: str) -> pd.DataFrame:
@@ -642,17 +643,20 @@ def profile_tables(
 def quality_at_time(
     runs: pd.DataFrame, curves: pd.DataFrame, seconds: float | None = None
 ) -> tuple[float, pd.DataFrame]:
-    """(seconds, table): per config, the test quality at the last evaluation within `seconds`
-    of training (evaluations excluded; default: the shortest training time of any run, so that
-    every config has a value), mean over seeds, and the time per step: what each setting
-    reaches in the same time rather than in the same number of steps."""
-    metric = f"test_{quality(runs)}"
+    """(seconds, table): per config, the test quality (and the validation quality, which ranks
+    them, when the runs have it) at the last evaluation within `seconds` of training
+    (evaluations excluded; default: the shortest training time of any run, so that every config
+    has a value), mean over seeds, and the time per step: what each setting reaches in the same
+    time rather than in the same number of steps."""
     seconds = float(runs["train_time_s"].min()) if seconds is None else seconds
-    points = curves[(curves["metric"] == metric) & (curves["time_s"] <= seconds)]
-    last = points.sort_values("iteration").groupby("run_dir")["value"].last()
-    column = f"{metric}_at_time"
-    per_run = runs.assign(**{column: runs["run_dir"].map(last)})
-    return seconds, summarize(per_run, metrics=(column, "step_time_s"))
+    columns = {}
+    for split in dict.fromkeys((selection_split(curves), "test")):  # val (it ranks), then test
+        metric = f"{split}_{quality(runs)}"
+        points = curves[(curves["metric"] == metric) & (curves["time_s"] <= seconds)]
+        last = points.sort_values("iteration").groupby("run_dir")["value"].last()
+        columns[f"{metric}_at_time"] = runs["run_dir"].map(last)
+    per_run = runs.assign(**columns)
+    return seconds, summarize(per_run, metrics=(*columns, "step_time_s"))
 
 
 def performance_profile(costs: pd.DataFrame, taus: Sequence[float] | None = None) -> pd.DataFrame:

@@ -96,6 +96,14 @@ METRIC_LABELS = {
     "final_test_loss": "final test loss",
     "final_test_accuracy": "final test accuracy (%)",
     "best_test_accuracy": "best test accuracy (%)",
+    "val_loss": "validation loss",
+    "val_accuracy": "validation accuracy (%)",
+    "val_rmse": "validation RMSE",
+    "final_val_loss": "final validation loss",
+    "final_val_accuracy": "final validation accuracy (%)",
+    "best_val_accuracy": "best validation accuracy (%)",
+    "final_val_rmse": "final validation RMSE",
+    "best_val_rmse": "best validation RMSE",
     "train_time_s": "training time (s, evaluations excluded)",
     "wall_time_s": "wall time per run (s)",
 }
@@ -248,11 +256,22 @@ def default_target(quality: str) -> float | None:
     return DEFAULT_TARGET if quality == "accuracy" else None
 
 
-def target_text(target: float, quality: str = "accuracy") -> str:
-    """'97 % test accuracy', 'test rmse 0.9'."""
+SPLIT_NAMES = {"val": "validation", "test": "test", "train": "training"}
+
+
+def target_text(target: float, quality: str = "accuracy", split: str = "test") -> str:
+    """'97 % validation accuracy', 'test rmse 0.9': a target of time to target, on the split
+    it is measured on (the selection split: see analysis.time_to_target)."""
     if quality == "accuracy":
-        return f"{percent(target)} test accuracy"
-    return f"test {quality} {target:g}"
+        return f"{percent(target)} {SPLIT_NAMES[split]} accuracy"
+    return f"{SPLIT_NAMES[split]} {quality} {target:g}"
+
+
+def _target_split(target_summary: pd.DataFrame) -> str:
+    """The split a time-to-target table was measured on (its `metric`: val_accuracy, ...)."""
+    if "metric" in target_summary and len(target_summary):
+        return str(target_summary["metric"].iloc[0]).split("_", 1)[0]
+    return "test"
 
 
 def percent(fraction: float) -> str:
@@ -441,7 +460,8 @@ def convergence_figure(
         name += f" ({LOSS_NAMES.get(analysis.quality(runs), 'loss')})"
     fig.suptitle(
         f"{name.capitalize()} against {x.replace('_s', '')}s: each setting at its best "
-        f"learning rate ({fixed_text(analysis.runs_of(runs, configs))})\n"
+        f"learning rate, {analysis.selection_text(runs)} "
+        f"({fixed_text(analysis.runs_of(runs, configs))})\n"
         f"line: mean over {_seeds_text(bands['n_seeds'])}, band: min-max over seeds"
     )
     return fig
@@ -536,11 +556,14 @@ def lr_sensitivity_figure(
 ) -> Figure:
     """Final metrics against the learning rate (log x), one panel per net and metric, one line
     per setting (each optimizer, and any other key that varies): mean over seeds with min-max
-    error bars; a star marks the best learning rate (by `by`), a cross at the panel's edge a
-    learning rate with a diverged seed."""
+    error bars; a star marks the best learning rate (by `by`, default: the selection metric,
+    final validation quality), a cross at the panel's edge a learning rate with a diverged seed.
+    Default panels: final training loss, the selection metric, final test quality."""
     batch_size = batch_size or analysis.reference_batch_size(runs)
-    metrics = metrics or ("final_train_loss", analysis.final_quality(runs))
-    by = by or analysis.final_quality(runs)
+    by = by or analysis.selection_metric(runs)
+    metrics = metrics or tuple(
+        dict.fromkeys(("final_train_loss", by, analysis.final_quality(runs)))
+    )
     per_lr, best = analysis.lr_table(runs, batch_size, by)
     lrs_per = per_lr.groupby(["net", "setting"], dropna=False)["lr"].nunique()
     if per_lr.empty or lrs_per.max() < 2:
@@ -740,20 +763,21 @@ def time_to_target_by_batch_figure(
     target: float,
     measures: Sequence[str] = ("iterations_to_target", "seconds_to_target"),
 ) -> Figure:
-    """Iterations and training seconds to `target` test accuracy against the batch size, each
-    setting at its fastest learning rate per batch size; batch sizes where no learning rate got
-    there with every seed are left out of the line."""
+    """Iterations and training seconds to `target` quality (on the split the table was measured
+    on) against the batch size, each setting at its fastest learning rate per batch size; batch
+    sizes where no learning rate got there with every seed are left out of the line."""
     if target_summary.empty or target_summary["batch_size"].nunique() < 2:
         raise Skipped("the sweep has a single batch size: no batch-size axis")
+    reached = target_text(target, analysis.quality(target_summary), _target_split(target_summary))
     if target_summary["n_reached"].sum() == 0:
-        raise Skipped(f"no run reached {target_text(target, analysis.quality(target_summary))}")
+        raise Skipped(f"no run reached {reached}")
     table = analysis.fastest_along(target_summary, analysis.BATCH_KEY, measures)
     return axis_figure(
         table,
         analysis.BATCH_KEY,
         measures,
-        f"Time to {target_text(target, analysis.quality(target_summary))} against the batch "
-        "size, each setting at its fastest learning rate per batch size",
+        f"Time to {reached} against the batch size, each setting at its fastest learning rate "
+        "per batch size",
     )
 
 
@@ -810,11 +834,12 @@ def time_to_target_figure(
     measures: Sequence[str] = ("iterations_to_target", "seconds_to_target"),
 ) -> Figure:
     """Horizontal bars: per net (panel column) and setting, the iterations and training
-    seconds until test accuracy first reaches `target` at the fastest learning rate (mean over
-    seeds, min-max error bars); 'not reached' where no learning rate got there with every
-    seed."""
+    seconds until the quality (on the split `target_summary` was measured on: validation when
+    the runs have it) first reaches `target` at the fastest learning rate (mean over seeds,
+    min-max error bars); 'not reached' where no learning rate got there with every seed."""
+    quality, split = analysis.quality(target_summary), _target_split(target_summary)
     if target_summary.empty or target_summary["n_reached"].sum() == 0:
-        raise Skipped(f"no run reached {target_text(target, analysis.quality(target_summary))}")
+        raise Skipped(f"no run reached {target_text(target, quality, split)}")
     nets = net_order(target_summary)
     fig, axes = _figure(len(nets), len(measures))
     for row, measure in enumerate(measures):
@@ -854,7 +879,7 @@ def time_to_target_figure(
                 ax.set_xlim(0, 1)
                 ax.set_xticks([])
     fig.suptitle(
-        f"Time to {target_text(target, analysis.quality(target_summary))} at each setting's "
+        f"Time to {target_text(target, quality, split)} at each setting's "
         "fastest learning rate\n"
         f"mean over {_seeds_text(target_summary['n_seeds'])}, error bars: min-max over seeds "
         "(resolution: the evaluation interval)"
@@ -885,7 +910,10 @@ def _profile_ticks(tau_max: float) -> list[float]:
 
 @_styled
 def performance_profile_figure(
-    costs: dict[str, pd.DataFrame], target: float, quality: str = "accuracy"
+    costs: dict[str, pd.DataFrame],
+    target: float,
+    quality: str = "accuracy",
+    split: str = "test",
 ) -> Figure:
     """Performance profiles (Dolan & More), one panel per cost: the share of problems on which
     each optimizer is within a factor tau of the best optimizer (step functions, log2 tau)."""
@@ -920,7 +948,7 @@ def performance_profile_figure(
         ax.set_ylim(-3, 103)
         label = PROFILE_LABELS.get(key, key)
         if "target" in key:
-            label = label.replace("target", target_text(target, quality))
+            label = label.replace("target", target_text(target, quality, split))
         ax.set_title(f"{label}\n({len(matrix)} problems)", fontsize=10)
         ax.set_xlabel("tau: factor of the best optimizer's cost (log scale)")
     axes[0, 0].set_ylabel("problems within tau of the best (%)")
@@ -933,14 +961,14 @@ def performance_profile_figure(
         "Performance profiles: problems = net and any other key that varies, each optimizer at "
         "its best "
         "learning rate per problem\na config counts as failed when a seed diverged or missed "
-        "the target" + _left_out_text(costs, usable, target, quality)
+        "the target" + _left_out_text(costs, usable, target, quality, split)
     )
     return fig
 
 
-def _left_out_text(costs: dict, usable: dict, target: float, quality: str) -> str:
+def _left_out_text(costs: dict, usable: dict, target: float, quality: str, split: str) -> str:
     left_out = [
-        PROFILE_LABELS.get(k, k).replace("target", target_text(target, quality))
+        PROFILE_LABELS.get(k, k).replace("target", target_text(target, quality, split))
         for k in costs
         if k not in usable
     ]
@@ -965,8 +993,13 @@ def _metric_digits(metric: str) -> int:
 
 def final_metrics_table(best: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
     """Net x setting: mean ± 95 % CI over seeds of `metric` at the best learning rate (given
-    in brackets), accuracies in %; the best setting of each net in bold (Markdown **)."""
+    in brackets), accuracies in %; the best setting of each net in bold (Markdown **), by the
+    selection metric (final validation quality): a verdict, never read off the test set."""
     metric = metric or analysis.final_quality(best)
+    chooser = analysis.selection_metric(best)
+    if f"{chooser}_mean" not in best:  # a table of other metrics: their validation twin
+        twin = metric.replace("test_", "val_", 1)
+        chooser = twin if f"{twin}_mean" in best else metric
     k, digits = scale(metric), _metric_digits(metric)
     # A numeric key the sweep varies (momentum, table size) makes rows, not columns.
     swept = [key for key in analysis.swept_keys(best) if key != analysis.BATCH_KEY]
@@ -984,9 +1017,11 @@ def final_metrics_table(best: pd.DataFrame, metric: str | None = None) -> pd.Dat
     )
     for net in ordered:
         panel = best[best["row"] == net].set_index("setting")
-        ok = panel[panel["n_diverged"] == 0][f"{metric}_mean"]
+        ok = panel[panel["n_diverged"] == 0][f"{chooser}_mean"]
         winner = (
-            (ok.idxmax() if analysis.higher_is_better(metric) else ok.idxmin()) if len(ok) else None
+            (ok.idxmax() if analysis.higher_is_better(chooser) else ok.idxmin())
+            if len(ok)
+            else None
         )
         row = {}
         for setting in setting_order(best[best["row"] == net]):
@@ -1107,7 +1142,7 @@ def figure_title(name: str) -> str:
 def _target_summary(curves: pd.DataFrame, target: float | None, quality: str) -> pd.DataFrame:
     """Time to target per config; Skipped when there is no target."""
     if target is None:
-        raise Skipped(f"no target for test {quality} (give one with --target)")
+        raise Skipped(f"no target for {quality} (give one with --target)")
     return analysis.summarize_time_to_target(analysis.time_to_target(curves, target))
 
 
@@ -1116,7 +1151,7 @@ def make_figures(
 ) -> dict[str, Figure | Skipped]:
     """Every figure of the report by name, or the Skipped exception that says why not.
     Figures of time to target need a `target` (for accuracy, `default_target` gives one)."""
-    q = analysis.quality(runs)
+    q, split = analysis.quality(runs), analysis.selection_split(curves)
     try:
         ttt: pd.DataFrame | Skipped = _target_summary(curves, target, q)
     except Skipped as exc:
@@ -1140,7 +1175,7 @@ def make_figures(
         "effective_step": lambda: effective_step_figure(runs),
         "time_to_target": with_target(time_to_target_figure),
         "performance_profile": lambda: performance_profile_figure(
-            analysis.profile_tables(runs, curves, target), target, q
+            analysis.profile_tables(runs, curves, target), target, q, split
         ),
         "tuned_hyperparameters": lambda: tuned_hyperparameters_figure(runs, curves),
     }
@@ -1184,8 +1219,9 @@ def quality_at_time_markdown(runs: pd.DataFrame, curves: pd.DataFrame) -> list[s
         f"## Test {analysis.quality(runs)} after {seconds:.3g} s of training",
         "",
         "The same training time for every config (the shortest run's), evaluations excluded: "
-        "the last evaluation within it, at each setting's best learning rate. Then the time per "
-        "optimizer step (seconds; a stacked run's is its stack's).",
+        "the last evaluation within it, at each setting's best learning rate "
+        f"({analysis.selection_text(runs)}); bold: the best by the same split at that time. "
+        "Then the time per optimizer step (seconds; a stacked run's is its stack's).",
         "",
         markdown_table(final_metrics_table(chosen, metric)),
         "",
@@ -1205,7 +1241,7 @@ def summary_markdown(
     time to target (with a target), performance profiles, and the figures made and skipped."""
     summary = analysis.summarize(runs)
     batch, best = analysis.best_at_reference_batch(runs)
-    q = analysis.quality(runs)
+    q, split = analysis.quality(runs), analysis.selection_split(curves)
     n_div = int((runs["status"] == "diverged").sum())
     seeds = summary["n_seeds"]
 
@@ -1243,8 +1279,8 @@ def summary_markdown(
         f"## Final metrics at the best learning rate (batch {batch})",
         "",
         "Best learning rate per net and setting (each optimizer, and any other key that "
-        f"varies): the best mean final test {q} (configs with a diverged seed last). "
-        "Bold: the best setting of the net.",
+        f"varies): {analysis.selection_text(runs)}, mean over seeds (configs with a diverged "
+        "seed last). Bold: the best setting of the net by the same metric.",
     ]
     for metric in analysis.summary_metrics(runs):
         parts += [
@@ -1257,7 +1293,8 @@ def summary_markdown(
         "",
         "## Every configuration",
         "",
-        f"★: the best learning rate of its net and setting (at batch {batch}).",
+        f"★: the best learning rate of its net and setting (at batch {batch}), "
+        f"{analysis.selection_text(runs)}.",
         "",
         markdown_table(configs_table(summary, best), index=False),
     ]
@@ -1265,10 +1302,11 @@ def summary_markdown(
         target_summary = _target_summary(curves, target, q)
         parts += [
             "",
-            f"## Time to {target_text(target, q)}",
+            f"## Time to {target_text(target, q, split)}",
             "",
-            f"Iterations and training seconds (evaluations excluded) until test {q} first "
-            "reaches the target, at each setting's fastest learning rate, mean over seeds; a "
+            f"Iterations and training seconds (evaluations excluded) until {SPLIT_NAMES[split]} "
+            f"{q} first reaches the target, at each setting's fastest learning rate, mean over "
+            "seeds (the split that chooses the fastest rate is the one measured); a "
             "learning rate counts only when every seed reaches the target. Resolution: the "
             "evaluation interval.",
             "",
@@ -1276,7 +1314,7 @@ def summary_markdown(
         if target_summary["n_reached"].sum() if len(target_summary) else 0:
             parts.append(markdown_table(time_to_target_table(target_summary)))
         else:
-            parts.append(f"No run reached {target_text(target, q)}.")
+            parts.append(f"No run reached {target_text(target, q, split)}.")
     parts += quality_at_time_markdown(runs, curves)
     costs = analysis.profile_tables(runs, curves, target)
     parts += [
@@ -1290,7 +1328,7 @@ def summary_markdown(
     for key, matrix in costs.items():
         label = PROFILE_LABELS.get(key, key)
         if target is not None:
-            label = label.replace("target", target_text(target, q))
+            label = label.replace("target", target_text(target, q, split))
         parts += ["", f"### {label}", ""]
         if len(matrix) and np.isfinite(matrix.to_numpy()).any():
             unsolved = int((~np.isfinite(matrix.to_numpy())).all(axis=1).sum())
