@@ -1,10 +1,14 @@
-"""Choose the course study's learning rates from the lr_grid study, per net and optimizer.
+"""Choose learning rates from a grid study, per net and optimizer: how the table of
+experiment=course_test_selected was made from the lr_grid study. (The fair course takes its
+rates from experiment=course_tune by itself: harness.selection.)
 
     python experiments/course_lr.py [results/lr_grid]
 
 Rule (`harness.analysis.best_configs`): for each net and optimizer, the grid rate with the
-highest final test accuracy (mean over the grid's seeds) among the rates at which no run
-diverged; ties go to the lower final training loss, then to the smaller rate. A rate at the
+highest final validation accuracy (mean over the grid's seeds) among the rates at which no run
+diverged; ties go to the lower final training loss, then to the smaller rate. The committed
+lr_grid study was run before runs held out validation data: for it the rule falls back to the
+test accuracy, and the table says so. A rate at the
 edge of the grid is flagged: the best rate may lie beyond it. Prints the table and the
 `lookup.course_lr` block of conf/experiment/course.yaml.
 """
@@ -15,12 +19,19 @@ import sys
 
 import pandas as pd
 
-from harness.analysis import LR_KEY, best_configs, config_key, summarize
+from harness.analysis import (
+    LR_KEY,
+    best_configs,
+    config_key,
+    selection_metric,
+    selection_text,
+    summarize,
+)
 from harness.results import load_runs
 
 
-def choose(lr_grid: str) -> pd.DataFrame:
-    runs = load_runs(lr_grid)
+def choose(runs: pd.DataFrame) -> pd.DataFrame:
+    """The best rate of each net and optimizer of a grid study's runs (`load_runs`)."""
     best = best_configs(summarize(runs))
     # The grid's range of rates for each config with the rate left out (net, optimizer, ...).
     grid = runs["lr"].groupby(config_key(runs, without=(LR_KEY,))).agg(["min", "max"])
@@ -33,8 +44,11 @@ def choose(lr_grid: str) -> pd.DataFrame:
 
 def main() -> None:
     folder = sys.argv[1] if len(sys.argv) > 1 else "results/lr_grid"
-    best = choose(folder)
-    columns = ["model", "optimizer", "lr", "final_test_accuracy_mean", "n_seeds", "at_grid_edge"]
+    runs = load_runs(folder)
+    best = choose(runs)
+    by = selection_metric(runs)
+    print(f"{folder}: {selection_text(runs)}")
+    columns = ["model", "optimizer", "lr", f"{by}_mean", "n_seeds", "at_grid_edge"]
     pd.set_option("display.width", 120)
     print(best[columns].round(4).to_string(index=False))
     print("\nlookup:\n  course_lr:")

@@ -66,10 +66,19 @@ def sweep_jobs(config: DictConfig) -> list[list[str]]:
     jobs = [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
     if config.hydra.sweeper.get("_target_") != TUNING_SWEEPER:
         return jobs
-    from harness.search import tuning_jobs
+    from harness.search import check_protocol, tuning_jobs
 
-    tune = OmegaConf.to_container(config.tune, resolve=True)
-    return tuning_jobs(jobs, tune, config.hydra.runtime.choices.get("optimizer"))
+    tune = config.get("tune")
+    check_protocol(None if tune is None else OmegaConf.to_container(tune, resolve=True))
+    return tuning_jobs(jobs, config.tune, config.hydra.runtime.choices.get("optimizer"))
+
+
+def planned_runs(config: DictConfig) -> int:
+    """How many runs the sweep `config` describes: its jobs, or for a sweeper that decides
+    its trials as it goes (Hydra's Optuna sweeper), its number of trials."""
+    if str(config.hydra.sweeper.get("_target_", "")).endswith("OptunaSweeper"):
+        return int(config.hydra.sweeper.n_trials)
+    return len(sweep_jobs(config))
 
 
 def sweep_identity(config: DictConfig) -> dict[str, Any]:
@@ -184,7 +193,10 @@ class SweepCallback(Callback):
             sweep_dir.is_dir(),
             {name: _read_bytes(sweep_dir / name) for name in BOOKKEEPING_FILES},
         )
-        jobs = len(sweep_jobs(config))
+        try:
+            jobs = planned_runs(config)
+        except HarnessError as exc:  # a tuning study's protocol: before anything is written
+            exit_with_error("harness-train", str(exc))
         state = state or {"identity": identity, "invocations": []}
         state["invocations"].append({"started_at": time.time(), "jobs": jobs, "identity": identity})
         sweep_dir.mkdir(parents=True, exist_ok=True)

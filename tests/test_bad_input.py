@@ -10,6 +10,7 @@ from harness.data import MNIST_FILES
 
 SMALL = [
     "data.train_size=500",
+    "data.val_size=200",
     "data.test_size=100",
     "train.iterations=5",
     "train.eval_every=5",
@@ -49,8 +50,16 @@ CASES = {
         ["optimizer=nesterov", "optimizer.momentum=-0.5"],
         "optimizer.momentum must be in [0, 1)",
     ),
-    "train subset too large": (["data.train_size=60001"], "data.train_size must be at most 60000"),
+    "train subset too large": (
+        ["data.train_size=60001"],
+        "data.val_size (200) leaves fewer than data.train_size (60001) of the 60000",
+    ),
     "test subset too large": (["data.test_size=10001"], "data.test_size must be at most 10000"),
+    "validation too large": (
+        ["data.val_size=59600"],
+        "data.val_size (59600) leaves fewer than data.train_size (500) of the 60000 training",
+    ),
+    "negative validation": (["data.val_size=-1"], "data.val_size must be >= 0, got -1"),
     "missing folder": (["data.root=/no/such/folder"], "data.root=/no/such/folder is not a folder"),
     "lr of the wrong type": (["optimizer.lr=fast"], "optimizer.lr must be a number, got 'fast'"),
     "batch of the wrong type": (
@@ -94,6 +103,27 @@ SWEEP_CASES = {
         "train.batch_size (501) is larger than the training set (500)",
     ),
     "unknown option in one job": (["optimizer=sgd,adamm"], "no config 'optimizer/adamm'"),
+    "validation too large in one job": (
+        ["data.val_size=100,59600"],
+        "data.val_size (59600) leaves fewer than data.train_size (500)",
+    ),
+    "tuning budget of 0": (
+        ["experiment=course_tune", "model=net1", "optimizer=sgd", "tune.budget=0"],
+        "tune.budget (trials per combination) must be an integer >= 1, got 0",
+    ),
+    "search space with a negative bound": (
+        [
+            "experiment=course_tune",
+            "model=net1",
+            "optimizer=sgd",
+            "tune.space.default={optimizer.lr:'tag(log, interval(-1.0, 3.0))'}",
+        ],
+        "a log-scale interval needs bounds > 0",
+    ),
+    "unknown search method": (
+        ["experiment=course_tune", "model=net1", "optimizer=sgd", "tune.method=bayes"],
+        "tune.method must be one of random, grid, got 'bayes'",
+    ),
 }
 
 

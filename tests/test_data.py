@@ -82,3 +82,43 @@ def test_incomplete_and_missing_folders(tmp_path, mnist_dir):
         load_mnist(tmp_path)
     with pytest.raises(DataError, match="is not a folder"):
         load_mnist(tmp_path / "nowhere")
+
+
+def test_validation_is_held_out_of_the_training_data_and_fixed_by_subset_seed(tiny_mnist):
+    full = load_mnist(tiny_mnist, normalization="unit")
+    a = load_mnist(tiny_mnist, train_size=100, val_size=60, subset_seed=1, normalization="unit")
+    b = load_mnist(tiny_mnist, train_size=100, val_size=60, subset_seed=1, normalization="unit")
+    c = load_mnist(tiny_mnist, train_size=100, val_size=60, subset_seed=2, normalization="unit")
+    assert len(a.y_train) == 100 and len(a.y_val) == 60 and len(a.y_test) == 50
+    assert torch.equal(a.x_val, b.x_val) and torch.equal(a.x_train, b.x_train)
+    assert not torch.equal(a.x_val, c.x_val)
+
+    def rows(x: torch.Tensor) -> set[int]:  # which training images these are
+        return {int(torch.where((full.x_train == r).all(1))[0][0]) for r in x}
+
+    train, val = rows(a.x_train), rows(a.x_val)
+    assert len(train) == 100 and len(val) == 60 and not train & val
+    assert torch.equal(a.x_test, full.x_test)  # the test set is untouched
+    # Without train_size, training is everything validation leaves.
+    rest = load_mnist(tiny_mnist, val_size=60, normalization="unit")
+    assert len(rest.y_train) == 140 and not rows(rest.x_train) & rows(rest.x_val)
+
+
+def test_no_validation_keeps_the_training_subset_of_before(tiny_mnist):
+    """val_size=0 draws exactly the subsets drawn before validation existed, so runs recorded
+    then keep their data (and their identity: results.NEUTRAL_VALUES)."""
+    generator = torch.Generator().manual_seed(3)
+    old_train = torch.randperm(200, generator=generator)[:80].sort().values
+    old_test = torch.randperm(50, generator=generator)[:20].sort().values
+    data = load_mnist(tiny_mnist, train_size=80, test_size=20, subset_seed=3, normalization="unit")
+    full = load_mnist(tiny_mnist, normalization="unit")
+    assert data.y_val is None
+    assert torch.equal(data.x_train, full.x_train[old_train])
+    assert torch.equal(data.x_test, full.x_test[old_test])
+
+
+def test_validation_larger_than_the_data_is_refused(tiny_mnist):
+    with pytest.raises(DataError, match=r"data.val_size \(150\) leaves fewer than data.train_size"):
+        load_mnist(tiny_mnist, train_size=51, val_size=150)
+    with pytest.raises(DataError, match=r"data.val_size \(200\) leaves no"):
+        load_mnist(tiny_mnist, val_size=200)

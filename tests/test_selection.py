@@ -1,0 +1,116 @@
+"""Selection never sees the test set: every rule that picks a configuration (a best rate, a best
+config, a star, a bold verdict, the fastest rate, the profiles' per-problem best, the course's
+rates, the settings a tuning study passes on) picks the same when the test metrics of a sweep
+are permuted between its runs."""
+
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from smoke_sweep import TARGET
+
+from conftest import REPO
+from harness import analysis, report, selection
+from harness.results import load_curves, load_runs
+
+sys.path.insert(0, str(REPO / "experiments"))
+import course_lr  # noqa: E402
+
+
+def _corrupted(runs: pd.DataFrame, curves: pd.DataFrame, seed: int = 0):
+    """The same sweep with every test metric shuffled between runs (and, in the curves, between
+    all recorded test values of a metric): whatever the test set said is now noise."""
+    rng = np.random.default_rng(seed)
+    runs = runs.copy()
+    for column in [c for c in runs if c.startswith(("final_test_", "best_test_"))]:
+        runs[column] = rng.permutation(runs[column].to_numpy())
+    curves = curves.copy()
+    for metric in [m for m in curves["metric"].unique() if m.startswith("test_")]:
+        rows = curves["metric"] == metric
+        curves.loc[rows, "value"] = rng.permutation(curves.loc[rows, "value"].to_numpy())
+    return runs, curves
+
+
+def _bold(table: pd.DataFrame) -> dict:
+    """Which setting each row of a final-metrics table marks as the verdict."""
+    return {
+        net: [s for s, v in row.items() if str(v).startswith("**")] for net, row in table.iterrows()
+    }
+
+
+def picks(runs: pd.DataFrame, curves: pd.DataFrame) -> dict[str, object]:
+    """Every choice the harness makes from a sweep's tables, by rule."""
+    summary = analysis.summarize(runs)
+    best = analysis.best_configs(summary)
+    ttt = analysis.summarize_time_to_target(analysis.time_to_target(curves, TARGET))
+    _, at_time = analysis.quality_at_time(runs, curves)
+    chosen_at_time = at_time[at_time["config_id"].isin(best["config_id"])]
+    metric_at_time = f"test_{analysis.quality(runs)}_at_time"
+    return {
+        "best_configs": sorted(best["config_id"]),
+        "best_at_reference_batch": sorted(analysis.best_at_reference_batch(runs)[1]["config_id"]),
+        "lr_table (lr sensitivity star)": sorted(analysis.lr_table(runs, 128)[1]["config_id"]),
+        "batch_size_table": sorted(analysis.batch_size_table(runs)["config_id"]),
+        "fastest_configs (iterations)": sorted(
+            analysis.fastest_configs(ttt, "iterations_to_target")["config_id"]
+        ),
+        "fastest_configs (seconds)": sorted(
+            analysis.fastest_configs(ttt, "seconds_to_target")["config_id"]
+        ),
+        "profile_tables": {
+            k: v.to_dict() for k, v in analysis.profile_tables(runs, curves, TARGET).items()
+        },
+        "configs_table star": report.configs_table(summary, best)[""].tolist(),
+        "final_metrics_table bold": _bold(report.final_metrics_table(best)),
+        "quality_at_time bold": _bold(report.final_metrics_table(chosen_at_time, metric_at_time)),
+        "course rates (experiments/course_lr.py)": sorted(course_lr.choose(runs)["config_id"]),
+        "tuning selection (harness.selection)": sorted(
+            selection.choose(runs, ["optimizer.lr"], [])["config_id"]
+        ),
+    }
+
+
+@pytest.fixture(scope="module")
+def tables(smoke_sweep):
+    runs = load_runs(smoke_sweep)
+    return runs, load_curves(smoke_sweep, runs)
+
+
+def test_the_smoke_sweep_has_a_validation_split(tables):
+    runs, curves = tables
+    assert analysis.has_validation(runs) and analysis.has_validation(curves)
+    assert analysis.selection_metric(runs) == "final_val_accuracy"
+    assert analysis.selection_split(curves) == "val"
+
+
+def test_permuting_the_test_metrics_changes_no_pick(tables):
+    runs, curves = tables
+    before = picks(runs, curves)
+    for seed in range(3):
+        after = picks(*_corrupted(runs, curves, seed))
+        changed = [rule for rule in before if before[rule] != after[rule]]
+        assert not changed, f"picks that read the test set: {changed}"
+
+
+def test_the_corruption_would_change_picks_made_on_the_test_set(tables):
+    """The test above can fail: the same corruption moves picks made by test accuracy."""
+    runs, curves = tables
+    by_test = "final_test_accuracy"
+    before = analysis.best_configs(analysis.summarize(runs), by=by_test)["config_id"]
+    moved = 0
+    for seed in range(3):
+        bad_runs, bad_curves = _corrupted(runs, curves, seed)
+        after = analysis.best_configs(analysis.summarize(bad_runs), by=by_test)["config_id"]
+        moved += set(before) != set(after)
+        ttt = analysis.time_to_target(bad_curves, TARGET, metric="test_accuracy")
+        assert not ttt.equals(analysis.time_to_target(curves, TARGET, metric="test_accuracy"))
+    assert moved >= 2
+
+
+def test_runs_without_validation_fall_back_to_the_test_set_and_say_so(tables):
+    runs, _ = tables
+    old = runs.drop(columns=[c for c in runs if "_val_" in c])
+    assert analysis.selection_metric(old) == "final_test_accuracy"
+    assert "the test set chose" in analysis.selection_text(old)
+    assert analysis.selection_text(runs) == "chosen by final validation accuracy"

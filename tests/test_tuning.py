@@ -1,0 +1,235 @@
+"""Tuning studies: search spaces and their trials (harness.search), the tuning sweeper and
+Hydra's Optuna sweeper through the default stacked launcher, and the evaluation phase that
+takes the chosen settings from the tuning study by itself (harness.selection)."""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from conftest import run_cli
+from harness.errors import ConfigError
+from harness.results import RUN_FILE, RUNS_TABLE
+from harness.search import Dimension, check_protocol, search_space, trials, tuning_jobs
+
+LOG_LR = "tag(log, interval(1.0e-4, 3.0))"
+PROTOCOL = {
+    "method": "random",
+    "budget": 5,
+    "seed": 0,
+    "space": {
+        "default": {"optimizer.lr": LOG_LR},
+        "momentum": {"optimizer.lr": LOG_LR, "optimizer.momentum": "interval(0.5, 0.99)"},
+        "yellowfin": {},
+    },
+}
+TINY = [
+    "data.train_size=500",
+    "data.val_size=200",
+    "data.test_size=100",
+    "train.iterations=20",
+    "train.eval_every=10",
+    "train.log_every=5",
+    "train.eval_train_size=200",
+]
+
+
+def lr_of(trial: list[str]) -> float:
+    return float(next(o for o in trial if o.startswith("optimizer.lr=")).split("=")[1])
+
+
+def test_random_trials_are_seeded_log_uniform_draws_within_the_bounds():
+    space = search_space(PROTOCOL, "adam")
+    assert space == [Dimension("optimizer.lr", 1e-4, 3.0, log=True)]
+    drawn = trials(space, "random", 400, 0, ["model=net1", "optimizer=adam"])
+    again = trials(space, "random", 400, 0, ["model=net1", "optimizer=adam"])
+    other = trials(space, "random", 400, 0, ["model=net2", "optimizer=adam"])
+    assert drawn == again and drawn != other  # seeded per combination
+    lrs = [lr_of(t) for t in drawn]
+    assert min(lrs) >= 1e-4 and max(lrs) <= 3.0
+    # log-uniform: about as many draws in each decade of the 4.5 decades
+    per_decade = pd.cut(pd.Series(lrs).map(math.log10), [-4, -3, -2, -1, 0]).value_counts()
+    assert per_decade.min() > 0.6 * 400 / 4.48 and per_decade.max() < 1.4 * 400 / 4.48
+
+
+def test_grid_trials_spread_the_budget_over_the_interval():
+    space = search_space(PROTOCOL, "adam")
+    grid = [lr_of(t) for t in trials(space, "grid", 5, 0, [])]
+    assert grid == pytest.approx(
+        [1e-4, 1e-4 * 30000**0.25, 1e-4 * 30000**0.5, 0.3 * 30000**-0.25 * 10, 3.0], rel=1e-3
+    )
+    two_keys = trials(search_space(PROTOCOL, "momentum"), "grid", 9, 0, [])
+    assert len(two_keys) == 9 and len({tuple(t) for t in two_keys}) == 9
+
+
+def test_an_optimizer_with_nothing_to_tune_has_one_trial_and_small_spaces_no_repeats():
+    assert trials(search_space(PROTOCOL, "yellowfin"), "random", 5, 0, []) == [[]]
+    choice = search_space({"space": {"default": {"optimizer.amsgrad": "choice(true, false)"}}}, "a")
+    drawn = trials(choice, "random", 5, 0, [])
+    assert sorted(map(tuple, drawn)) == [("optimizer.amsgrad=False",), ("optimizer.amsgrad=True",)]
+
+
+def test_every_combination_gets_its_budget_and_every_seed_the_same_trials():
+    combos = [
+        [f"model={m}", f"optimizer={o}", f"seed={s}"]
+        for m in ("net1", "net2")
+        for o in ("adam", "yellowfin")
+        for s in (0, 1)
+    ]
+    jobs = tuning_jobs(combos, PROTOCOL, "adam")
+    assert len(jobs) == 2 * (5 + 1) * 2
+    adam = [j for j in jobs if "model=net1" in j and "optimizer=adam" in j]
+    by_seed = {s: [lr_of(j) for j in adam if f"seed={s}" in j] for s in (0, 1)}
+    assert by_seed[0] == by_seed[1] and len(set(by_seed[0])) == 5
+
+
+@pytest.mark.parametrize(
+    "protocol,message",
+    [
+        ({**PROTOCOL, "budget": 0}, "tune.budget (trials per combination) must be an integer >= 1"),
+        ({**PROTOCOL, "method": "bayes"}, "tune.method must be one of random, grid"),
+        (
+            {**PROTOCOL, "space": {"default": {"optimizer.lr": "tag(log, interval(-1.0, 3.0))"}}},
+            "a log-scale interval needs bounds > 0",
+        ),
+        (
+            {**PROTOCOL, "space": {"default": {"optimizer.lr": "interval(3.0, 1.0)"}}},
+            "needs numbers low < high",
+        ),
+        ({**PROTOCOL, "space": {"default": {"optimizer.lr": "0.1"}}}, "is not a range to search"),
+        ({**PROTOCOL, "space": {"adam": {}}}, "no entry for optimizer sgd and no default entry"),
+    ],
+)
+def test_a_protocol_that_cannot_run_is_one_config_error(protocol, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        check_protocol(protocol)
+        search_space(protocol, "sgd")
+
+
+def _runs(folder) -> pd.DataFrame:
+    return pd.read_parquet(folder / RUNS_TABLE)
+
+
+def _mtimes(folder) -> dict:
+    return {p: p.stat().st_mtime_ns for p in folder.rglob(RUN_FILE)}
+
+
+@pytest.fixture(scope="module")
+def tuning_study(tmp_path_factory, mnist_dir):
+    """A random-search tuning study on a tiny subset: net1 x sgd, adam, 3 trials each."""
+    cwd = tmp_path_factory.mktemp("tuning")
+    folder = cwd / "tune"
+    result = run_cli(
+        "-m",
+        "experiment=course_tune",
+        "model=net1",
+        "optimizer=sgd,adam",
+        "tune.budget=3",
+        *TINY,
+        f"hydra.sweep.dir={folder}",
+        cwd=cwd,
+    )
+    assert result.returncode == 0, result.stderr
+    return cwd, folder
+
+
+def test_random_search_trains_its_trials_stacked_and_resumes(tuning_study):
+    cwd, folder = tuning_study
+    runs = _runs(folder)
+    assert len(runs) == 6 and runs.groupby("optimizer")["lr"].nunique().to_dict() == {
+        "adam": 3,
+        "sgd": 3,
+    }
+    records = [json.loads(p.read_text()) for p in folder.rglob(RUN_FILE)]
+    assert {r["engine"] for r in records} == {"stacked"}
+    protocol = json.loads((folder / "tuning.json").read_text())
+    assert protocol["budget"] == 3 and protocol["tuned_keys"] == ["optimizer.lr"]
+    before = _mtimes(folder)
+    again = run_cli(
+        "-m",
+        "experiment=course_tune",
+        "model=net1",
+        "optimizer=sgd,adam",
+        "tune.budget=3",
+        *TINY,
+        f"hydra.sweep.dir={folder}",
+        cwd=cwd,
+    )
+    assert again.returncode == 0, again.stderr
+    assert _mtimes(folder) == before  # every trial had finished: nothing trained again
+
+
+def test_the_evaluation_phase_takes_the_rate_the_validation_set_chose(tuning_study):
+    cwd, folder = tuning_study
+    tuned = _runs(folder)
+    completed = tuned[tuned["status"] == "completed"]
+    expected = completed.loc[completed.groupby("optimizer")["final_val_accuracy"].idxmax()]
+    expected = dict(zip(expected["optimizer"], expected["lr"], strict=True))
+    evaluation = cwd / "eval"
+    result = run_cli(
+        "-m",
+        "experiment=course",
+        "model=net1",
+        "optimizer=sgd,adam",
+        "seed=1,2",
+        f"tune.source={folder}",
+        *TINY,
+        f"hydra.sweep.dir={evaluation}",
+        cwd=cwd,
+    )
+    assert result.returncode == 0, result.stderr
+    runs = _runs(evaluation)
+    assert len(runs) == 4 and set(runs["seed"]) == {1, 2}
+    chosen = runs.groupby("optimizer")["lr"].unique().map(list).to_dict()
+    assert chosen == {o: [lr] for o, lr in expected.items()}
+    selection = (evaluation / "selection.md").read_text()
+    assert "final_val_accuracy" in selection and "The test set chose nothing" in selection
+
+
+def test_an_evaluation_without_its_tuning_study_is_one_line(tmp_path):
+    result = run_cli(
+        "-m",
+        "experiment=course",
+        "model=net1",
+        "optimizer=adam",
+        f"tune.source={tmp_path / 'nothing'}",
+        *TINY,
+        f"hydra.sweep.dir={tmp_path / 'eval'}",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "is not a folder: run the tuning study first" in lines[0]
+    assert not (tmp_path / "eval").exists()
+
+
+def test_optuna_tpe_tunes_in_stacked_batches_and_resumes(tmp_path):
+    folder = tmp_path / "tpe"
+    command = [
+        "-m",
+        "experiment=tune_tpe",
+        "model=net1",
+        "optimizer=adam",
+        "tune.budget=4",
+        "hydra.sweeper.n_jobs=2",
+        "hydra.sweeper.sampler.n_startup_trials=2",
+        *TINY,
+        f"hydra.sweep.dir={folder}",
+    ]
+    result = run_cli(*command, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    runs = _runs(folder)
+    assert len(runs) == 4 and runs["lr"].nunique() == 4
+    records = [json.loads(p.read_text()) for p in folder.rglob(RUN_FILE)]
+    assert {r["engine"] for r in records} == {"stacked"}  # each batch of 2 trials one stack
+    assert "training 2 net1 models stacked" in result.stdout + result.stderr
+    best = runs.loc[runs["final_val_accuracy"].idxmax(), "lr"]
+    assert (
+        f"'optimizer.lr': {best}" in result.stdout + result.stderr
+    )  # Optuna's best is the best on validation
+    before = _mtimes(folder)
+    again = run_cli(*command, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert _mtimes(folder) == before and len(_runs(folder)) == 4  # the same trials, answered
+    assert "UserWarning" not in result.stderr + again.stderr  # the sweep callback ran clean
