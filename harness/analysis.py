@@ -491,7 +491,9 @@ def summarize_time_to_target(ttt: pd.DataFrame, confidence: float = 0.95) -> pd.
         table[f"{measure}_cost"] = table[f"{measure}_mean"].where(all_reached, math.inf)
     stat_cols = _stat_cols(TARGET_MEASURES, ("mean", "ci", "min", "max", "cost"))
     table["quality"] = quality(ttt)
-    table["metric"] = ttt["metric"].iloc[0]  # the metric the target was measured on
+    # the metric the target was measured on (tables made before runs had a validation split
+    # may not say: then it was the test quality)
+    table["metric"] = ttt["metric"].iloc[0] if "metric" in ttt else f"test_{quality(ttt)}"
     return table[[*_summary_columns(table, ["n_reached"], stat_cols), "quality", "metric"]]
 
 

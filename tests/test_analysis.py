@@ -170,7 +170,8 @@ def test_time_to_target_is_the_first_evaluation_reaching_it(tables):
     _, curves = tables
     ttt = analysis.time_to_target(curves, TARGET)
     assert len(ttt) == curves["run_dir"].nunique()
-    accuracy = curves[curves["metric"] == "test_accuracy"]
+    assert set(ttt["metric"]) == {"val_accuracy"}  # the split that chooses the fastest rate
+    accuracy = curves[curves["metric"] == "val_accuracy"]
     for _, row in ttt.iterrows():
         points = accuracy[accuracy["run_dir"] == row["run_dir"]].sort_values("iteration")
         hits = points[points["value"] >= TARGET]

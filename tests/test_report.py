@@ -113,9 +113,11 @@ def test_lr_sensitivity_points_are_the_summary_and_the_star_is_the_best_lr(table
     fig = report.lr_sensitivity_figure(runs)
     summary = analysis.summarize(runs[runs["batch_size"] == 128])
     best = analysis.best_configs(summary)
-    axes = np.array(fig.get_axes()).reshape(2, 2)  # rows: loss, accuracy; columns: nets
+    # rows: training loss, validation accuracy (which chooses the star), test accuracy
+    axes = np.array(fig.get_axes()).reshape(3, 2)
+    panels = [("final_train_loss", 1), ("final_val_accuracy", 100), ("final_test_accuracy", 100)]
     for col, net in enumerate(["net1", "net2"]):
-        for row, (metric, k) in enumerate([("final_train_loss", 1), ("final_test_accuracy", 100)]):
+        for row, (metric, k) in enumerate(panels):
             ax = axes[row, col]
             assert ax.get_xscale() == "log"
             for optimizer, lines in lines_by_color(ax).items():
@@ -138,7 +140,7 @@ def test_lr_sensitivity_points_are_the_summary_and_the_star_is_the_best_lr(table
     # Error bars span the seeds' min-max.
     segments = [
         seg
-        for c in axes[1, 0].collections
+        for c in axes[2, 0].collections
         if hasattr(c, "get_segments")
         for seg in c.get_segments()
         if len(seg) == 2 and seg[0][0] == seg[1][0]
@@ -298,7 +300,7 @@ def test_report_writes_every_figure_and_the_summary(smoke_sweep, tmp_path):
     for heading in [
         "## Final metrics at the best learning rate (batch 128)",
         "## Every configuration",
-        "## Time to 80 % test accuracy",
+        "## Time to 80 % validation accuracy",
         "## Test accuracy after",
         "## Performance profiles",
         "## Figures",
@@ -345,7 +347,7 @@ def test_report_skips_what_the_sweep_cannot_show_and_says_why(tables, tmp_path):
     assert "left out, no optimizer succeeded: iterations to 99.9 %" in profile.get_suptitle()
     text = (tmp_path / "out" / "summary.md").read_text()
     assert "skipped: final metrics against the learning rate: the sweep has a single" in text
-    assert "No run reached 99.9 % test accuracy." in text
+    assert "No run reached 99.9 % validation accuracy." in text
     with pytest.raises(report.Skipped, match="single learning rate"):
         report.lr_sensitivity_figure(one)
     assert report.show(report.lr_sensitivity_figure, one) is None

@@ -29,6 +29,8 @@ def sweep(tmp_path, *overrides, name="sweep"):
     [
         ("smoke", 8),
         ("course", 90),
+        ("course_tune", 273),
+        ("course_test_selected", 90),
         ("lr_grid", 810),
         ("momentum", 168),
         ("batch_size", 252),
@@ -56,8 +58,9 @@ def test_smoke_sweep_tables_and_resume(tmp_path):
     curves = pd.read_parquet(folder / "curves.parquet")
     assert len(runs) == 8 and runs.config_hash.is_unique
     assert sorted(runs.groupby(["model", "optimizer"]).size().tolist()) == [2, 2, 2, 2]
-    # 100 iterations: 20 batch-loss + 20 lr rows, and 5 evaluations x 4 metrics per run.
-    assert curves.groupby("run_dir").size().tolist() == [60] * 8
+    # 100 iterations: 20 batch-loss + 20 lr rows, and 5 evaluations x 6 metrics per run (loss
+    # and accuracy on the training subset, the validation split and the test set).
+    assert curves.groupby("run_dir").size().tolist() == [70] * 8
     # A notebook can plot load_runs / load_curves without reshaping.
     loaded = load_runs(folder)
     assert loaded.final_test_accuracy.between(0.5, 1).all()
@@ -79,7 +82,7 @@ def test_smoke_sweep_tables_and_resume(tmp_path):
         text=True,
         check=True,
     )
-    assert "8 runs, 480 curve rows" in collected.stdout
+    assert "8 runs, 560 curve rows" in collected.stdout
     pd.testing.assert_frame_equal(pd.read_parquet(folder / "runs.parquet"), runs)
 
 
