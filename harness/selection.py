@@ -86,6 +86,18 @@ def choose(runs: pd.DataFrame, keys: list[str], phase_keys: list[str]) -> pd.Dat
     return best.assign(n_trials=best["group"].map(trials))
 
 
+_CHOSEN: dict[tuple, pd.DataFrame] = {}
+
+
+def _chosen(runs_id: int, runs: pd.DataFrame, keys: tuple, phase_keys: tuple) -> pd.DataFrame:
+    """`choose`, once per tuning table and keys (every job of an evaluation sweep asks)."""
+    key = (runs_id, keys, phase_keys)
+    if key not in _CHOSEN:
+        _CHOSEN.clear()  # a newer table: the old choices are stale
+        _CHOSEN[key] = choose(runs, list(keys), list(phase_keys))
+    return _CHOSEN[key]
+
+
 def _value(row: pd.Series, runs: pd.DataFrame, key: str) -> Any:
     config = json.loads(runs.loc[runs["config_id"] == row["config_id"], "config"].iloc[0])
     return config[key]
@@ -108,7 +120,7 @@ def resolve_tuned(key: str, *, _root_: DictConfig) -> Any:
         node.pop(leaf)
     identity = identity_config(OmegaConf.to_container(OmegaConf.create(raw), resolve=True))
     runs = tuning_runs(str(source))
-    chosen = choose(runs, keys, phase_keys)
+    chosen = _chosen(id(runs), runs, tuple(keys), tuple(phase_keys))
     match = chosen[chosen["group"] == _group(identity, [*keys, *phase_keys])]
     if match.empty:
         choices = OmegaConf.select(_root_, "hydra.runtime.choices", default=None) or {}
