@@ -334,18 +334,14 @@ def summarize(
     return table[[*_summary_columns(table, ["n_diverged"], _stat_cols(metrics)), "quality"]]
 
 
-def best_configs(
-    summary: pd.DataFrame,
-    by: str | None = None,
-    tune: Sequence[str] = (LR_KEY,),
+def rank_configs(
+    summary: pd.DataFrame, by: str | None = None, tune: Sequence[str] = (LR_KEY,)
 ) -> pd.DataFrame:
-    """The best config (by the mean of `by` over seeds; default: the selection metric, final
-    validation quality) among those that differ only in the `tune` keys: by default the best
-    learning rate of every other config (each optimizer, net, and any other key that varies).
-    Configs with a diverged seed rank below every config without one; ties go to the lower mean
-    final train loss, then the smaller learning rate."""
-    if summary.empty:
-        return summary.copy()
+    """`summary` in the order the selection rule prefers its configs, with `_group`, the config
+    with the `tune` keys left out: within a group, configs without a diverged seed first, then
+    by the mean of `by` (default: the selection metric, final validation quality), then the
+    lower mean final train loss, then the smaller learning rate. The first of each group is
+    its best config (`best_configs`); the order is what tuning curves pick from."""
     by = by or selection_metric(summary)
     ranked = summary.assign(
         _diverged=summary["n_diverged"] > 0,
@@ -356,8 +352,23 @@ def best_configs(
     if "final_train_loss_mean" in ranked:
         order.append("final_train_loss_mean")
     ranked = ranked.sort_values([*order, "lr"], kind="stable")
-    best = ranked.groupby("_group", sort=False).head(1)
-    best = best.drop(columns=["_diverged", "_score", "_group"])
+    return ranked.drop(columns=["_diverged", "_score"])
+
+
+def best_configs(
+    summary: pd.DataFrame,
+    by: str | None = None,
+    tune: Sequence[str] = (LR_KEY,),
+) -> pd.DataFrame:
+    """The best config (by the mean of `by` over seeds; default: the selection metric, final
+    validation quality) among those that differ only in the `tune` keys: by default the best
+    learning rate of every other config (each optimizer, net, and any other key that varies).
+    Configs with a diverged seed rank below every config without one; ties go to the lower mean
+    final train loss, then the smaller learning rate (`rank_configs`)."""
+    if summary.empty:
+        return summary.copy()
+    best = rank_configs(summary, by, tune).groupby("_group", sort=False).head(1)
+    best = best.drop(columns=["_group"])
     return best.sort_values([*LABEL_COLUMNS, "setting"], ignore_index=True)
 
 

@@ -27,9 +27,10 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import LogFormatter, LogLocator, MaxNLocator, NullFormatter, NullLocator
 
-from harness import analysis
+from harness import analysis, tuning_curves
 from harness.errors import HarnessError, exit_with_error
 from harness.results import config_keys, load_curves, load_runs
+from harness.search import PROTOCOL_FILE
 
 PROG = "harness-report"
 # The course results, committed; the default sweep of the notebooks.
@@ -887,6 +888,54 @@ def time_to_target_figure(
     return fig
 
 
+@_styled
+def tuning_curve_figure(curves: pd.DataFrame) -> Figure:
+    """Tuning curves (harness.tuning_curves): per net, the expected final validation quality of
+    the trial picked among k random trials of each setting's tuning study (solid), and the
+    expected test quality of that same pick (dashed), against k. Accuracies as error rates
+    (100 - accuracy, %) on a log axis, so that the last tenths of a per cent stay apart."""
+    if curves.empty or curves["n_trials"].max() < 2:
+        raise Skipped("no setting has two trials or more: there is no tuning curve to draw")
+    val_metric = curves["val_metric"].iloc[0]
+    chooser = SPLIT_NAMES[val_metric.split("_")[1]]  # validation (test for runs without one)
+    percent = is_percent(val_metric.removeprefix("final_"))
+    nets = net_order(curves)
+    styles = setting_styles(curves)
+    n = int(curves["n_trials"].max())
+    fig, axes = _figure(len(nets), sharey=True)
+    for ax, net in zip(axes[0], nets, strict=True):
+        panel = curves[curves["net"] == net]
+        for setting in setting_order(panel):
+            line = panel[panel["setting"] == setting].sort_values("k")
+            style = styles[setting]
+            untuned = len(line) == 1  # nothing to tune (YellowFin): its one trial at any k
+            ks = [1, n] if untuned else line["k"]
+            for column, ls in (("expected_val", "-"), ("expected_test", "--")):
+                values = line[column].to_numpy()
+                y = (1 - values) * 100 if percent else values
+                y = np.repeat(y, 2) if untuned else y
+                marker = None if untuned else style["marker"]
+                ax.plot(ks, y, color=style["color"], ls=ls, marker=marker, ms=3.5, lw=1.4)
+        ax.set_title(net_title(curves, net))
+        ax.set_xlabel("trials k (of the tuning budget)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        _log_y(ax)
+    what = "error (100 − accuracy, %)" if percent else val_metric.removeprefix("final_val_")
+    axes[0, 0].set_ylabel(_log_label(f"final {what}"))
+    handles = [Line2D([], [], color=styles[s]["color"], marker=styles[s]["marker"]) for s in styles]
+    labels = list(styles)
+    handles += [Line2D([], [], color="black", ls="-"), Line2D([], [], color="black", ls="--")]
+    labels += [f"{chooser} (chooses)", "test (reports)"]
+    fig.legend(handles, labels, loc="outside right center", frameon=False, fontsize=8.5)
+    fig.suptitle(
+        f"Tuning curves: the trial picked among k of {n} by final {chooser} "
+        f"{'accuracy' if percent else what},\nexpected over random orders of the trials; "
+        f"solid: its {chooser} error, dashed: its test error\n"
+        "(a setting with one trial has nothing to tune: a flat line)"
+    )
+    return fig
+
+
 PROFILE_LABELS = {
     "iterations_to_target": "iterations to target",
     "seconds_to_target": "training seconds to target",
@@ -1128,9 +1177,10 @@ FIGURES = {
     "batch_size": "test accuracy and training time against the batch size",
     "time_to_target_by_batch": "iterations and seconds to the target against the batch size",
     "effective_step": "test accuracy against the effective step lr / (1 - momentum)",
-    "time_to_target": "iterations and seconds to the target test accuracy",
+    "time_to_target": "iterations and seconds to the target accuracy",
     "performance_profile": "performance profiles",
     "tuned_hyperparameters": "learning rate and momentum chosen by self-tuning optimizers",
+    "tuning_curves": "tuning curves: expected quality after k trials of tuning",
 }
 
 
@@ -1147,10 +1197,14 @@ def _target_summary(curves: pd.DataFrame, target: float | None, quality: str) ->
 
 
 def make_figures(
-    runs: pd.DataFrame, curves: pd.DataFrame, target: float | None
+    runs: pd.DataFrame,
+    curves: pd.DataFrame,
+    target: float | None,
+    tuned: Sequence[str] | None = None,
 ) -> dict[str, Figure | Skipped]:
     """Every figure of the report by name, or the Skipped exception that says why not.
-    Figures of time to target need a `target` (for accuracy, `default_target` gives one)."""
+    Figures of time to target need a `target` (for accuracy, `default_target` gives one); the
+    tuning curves need the keys a tuning study tuned (`tuned`, from its tuning.json)."""
     q, split = analysis.quality(runs), analysis.selection_split(curves)
     try:
         ttt: pd.DataFrame | Skipped = _target_summary(curves, target, q)
@@ -1178,6 +1232,7 @@ def make_figures(
             analysis.profile_tables(runs, curves, target), target, q, split
         ),
         "tuned_hyperparameters": lambda: tuned_hyperparameters_figure(runs, curves),
+        "tuning_curves": lambda: tuning_curve_figure(_tuning_curves(runs, tuned)),
     }
     # Any other numeric key the sweep varies (momentum, weight decay, ...) gets a figure too.
     for key in analysis.swept_keys(runs):
@@ -1190,6 +1245,36 @@ def make_figures(
         except Skipped as exc:
             figures[name] = exc
     return figures
+
+
+def _tuning_curves(runs: pd.DataFrame, tuned: Sequence[str] | None) -> pd.DataFrame:
+    if not tuned:
+        raise Skipped("not a tuning study (no tuning.json in the sweep folder)")
+    return tuning_curves.tuning_curves(runs, tune=tuned)
+
+
+def tuned_keys_of(sweep: Path) -> list[str] | None:
+    """The keys a tuning study tuned (its tuning.json: hydra/sweeper=tune), or None."""
+    protocol = sweep / PROTOCOL_FILE
+    return json.loads(protocol.read_text())["tuned_keys"] if protocol.exists() else None
+
+
+def tuning_markdown(runs: pd.DataFrame, tuned: Sequence[str]) -> list[str]:
+    """The summary's section on tuning curves: expected quality after k trials."""
+    table = tuning_curves.tuning_table(tuning_curves.tuning_curves(runs, tune=tuned))
+    if table.empty:
+        return []
+    return [
+        "",
+        "## Tuning curves",
+        "",
+        f"Expected final quality of the trial picked among k random trials of each setting "
+        f"({', '.join(tuned)} tuned; {analysis.selection_text(runs)}), over every k-subset of "
+        "its trials: 'validation / test' (the test value is what a user with k trials would "
+        "report; it chose nothing).",
+        "",
+        markdown_table(table, index=False),
+    ]
 
 
 def save_figure(figure: Figure, path: str | Path) -> None:
@@ -1236,6 +1321,7 @@ def summary_markdown(
     target: float | None,
     figures: dict[str, str] | None = None,
     skipped: dict[str, str] | None = None,
+    tuned: Sequence[str] | None = None,
 ) -> str:
     """The Markdown summary: what the sweep holds, the final-metrics tables, every config,
     time to target (with a target), performance profiles, and the figures made and skipped."""
@@ -1316,6 +1402,8 @@ def summary_markdown(
         else:
             parts.append(f"No run reached {target_text(target, q, split)}.")
     parts += quality_at_time_markdown(runs, curves)
+    if tuned:
+        parts += tuning_markdown(runs, tuned)
     costs = analysis.profile_tables(runs, curves, target)
     parts += [
         "",
@@ -1363,7 +1451,8 @@ def write_report(
     out.mkdir(parents=True, exist_ok=True)
     report = Report(out)
     figures = {}
-    for name, figure in make_figures(runs, curves, target).items():
+    tuned = tuned_keys_of(sweep)
+    for name, figure in make_figures(runs, curves, target, tuned).items():
         if isinstance(figure, Skipped):
             report.skipped[name] = str(figure)
             continue
@@ -1372,7 +1461,7 @@ def write_report(
             save_figure(figure, path)
             report.written.append(path)
         figures[name] = f"{name}.{formats[0]}"
-    text = summary_markdown(sweep, runs, curves, target, figures, report.skipped)
+    text = summary_markdown(sweep, runs, curves, target, figures, report.skipped, tuned)
     (out / "summary.md").write_text(text)
     report.written.append(out / "summary.md")
     return report

@@ -35,6 +35,8 @@ from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSw
 from harness.errors import ConfigError
 
 METHODS = ("random", "grid")
+# A tuning study's protocol in its sweep folder (written by the tuning sweeper, read by the report).
+PROTOCOL_FILE = "tuning.json"
 DEFAULT_SPACE = "default"
 # Draws of a random search that repeat an earlier trial of the same combination are drawn again
 # (a repeated trial would be the same run twice), at most this many times per trial.

@@ -11,7 +11,7 @@ import pytest
 from smoke_sweep import TARGET
 
 from conftest import REPO
-from harness import analysis, report, selection
+from harness import analysis, report, selection, tuning_curves
 from harness.results import load_curves, load_runs
 
 sys.path.insert(0, str(REPO / "experiments"))
@@ -68,6 +68,9 @@ def picks(runs: pd.DataFrame, curves: pd.DataFrame) -> dict[str, object]:
         "tuning selection (harness.selection)": sorted(
             selection.choose(runs, ["optimizer.lr"], [])["config_id"]
         ),
+        "tuning curves (the pick among k trials)": tuning_curves.tuning_curves(runs)[
+            "expected_val"
+        ].tolist(),
     }
 
 

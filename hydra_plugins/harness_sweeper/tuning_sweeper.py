@@ -26,8 +26,6 @@ from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger(__name__)
 
-PROTOCOL_FILE = "tuning.json"
-
 
 class TuningSweeper(Sweeper):
     def __init__(self, params: dict | None = None) -> None:
@@ -53,7 +51,7 @@ class TuningSweeper(Sweeper):
         return None if node is None else OmegaConf.to_container(node, resolve=True)
 
     def sweep(self, arguments: list[str]) -> Any:
-        from harness.search import tuned_keys
+        from harness.search import PROTOCOL_FILE, tuned_keys
         from harness.sweep import sweep_jobs
 
         assert self.config is not None and self.launcher is not None

@@ -1,0 +1,105 @@
+"""Tuning curves: how good an optimizer is after k trials of tuning (pure pandas, no plotting).
+
+A tuning study runs N trials per group (net, optimizer and any other key that varies: configs
+that differ only in the tuned keys). A user with a budget of k trials would have run k of them
+and kept the one the selection rule prefers (`harness.analysis.best_configs`: the best mean
+validation quality; a trial with a diverged seed never wins; ties to the lower training loss,
+then the smaller learning rate). The tuning curve of a group is, for k = 1..N, the expected
+validation quality of that pick over every k-subset of its trials (all subsets equally likely:
+"averaged over random orders of the trials", Dodge et al. 2019's expected validation
+performance, drawn without replacement), and the expected *test* quality of the same pick: what
+that user would report. Computed exactly: with the trials ranked 1..N in the rule's order, the
+trial of rank r is the pick of a random k-subset with probability C(N - r, k - 1) / C(N, k).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from harness import analysis
+
+
+def pick_probabilities(n: int, k: int) -> np.ndarray:
+    """P(the trial of rank r, r = 1..n, is the best of a uniformly random k-subset)."""
+    total = math.comb(n, k)
+    return np.array([math.comb(n - r, k - 1) / total for r in range(1, n + 1)])
+
+
+def ranked_trials(summary: pd.DataFrame, tune: Sequence[str], by: str) -> pd.DataFrame:
+    """`summary` (one row per config) with `group` (the config with the tuned keys left out)
+    and `rank` (1 = the trial the selection rule picks first), in that order."""
+    ranked = analysis.rank_configs(summary, by=by, tune=tune)
+    ranked["rank"] = ranked.groupby("_group", sort=False).cumcount() + 1
+    return ranked.rename(columns={"_group": "group"})
+
+
+def _worst(values: pd.Series, higher: bool) -> pd.Series:
+    """NaN (a metric a diverged run never recorded) as the worst value of the direction."""
+    return values.fillna(-math.inf if higher else math.inf)
+
+
+def tuning_curves(
+    runs: pd.DataFrame, tune: Sequence[str] = (analysis.LR_KEY,), by: str | None = None
+) -> pd.DataFrame:
+    """Per group of trials and per k = 1..N: `expected_val` and `expected_test`, the expected
+    validation (`by`, default the selection metric) and test quality of the trial picked among
+    k random trials, `p_best`, the probability that the pick is the best of all N (k / N), and
+    the group's labels (net, setting, optimizer, model). One row per group and k."""
+    if runs.empty:
+        return pd.DataFrame()
+    by = by or analysis.selection_metric(runs)
+    test = analysis.final_quality(runs)
+    summary = analysis.summarize(runs, metrics=tuple(dict.fromkeys((by, test, "final_train_loss"))))
+    ranked = ranked_trials(summary, tune, by)
+    labels = [
+        "net",
+        "setting",
+        *(c for c in analysis.LABEL_COLUMNS if c != analysis.SHORT_COLUMNS[analysis.LR_KEY]),
+    ]
+    rows = []
+    for _, trials in ranked.groupby("group", sort=False):
+        trials = trials.sort_values("rank")
+        n = len(trials)
+        val = _worst(trials[f"{by}_mean"], analysis.higher_is_better(by)).to_numpy()
+        tst = _worst(trials[f"{test}_mean"], analysis.higher_is_better(test)).to_numpy()
+        first = trials.iloc[0]
+        for k in range(1, n + 1):
+            p = pick_probabilities(n, k)
+            with np.errstate(invalid="ignore"):  # inf * 0: a worst value nobody picks
+                rows.append(
+                    {
+                        **{c: first[c] for c in labels},
+                        "k": k,
+                        "n_trials": n,
+                        "expected_val": float(np.nansum(np.where(p > 0, p * val, 0.0))),
+                        "expected_test": float(np.nansum(np.where(p > 0, p * tst, 0.0))),
+                        "p_best": k / n,
+                        "val_metric": by,
+                        "test_metric": test,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def tuning_table(curves: pd.DataFrame, ks: Sequence[int] = (1, 2, 4)) -> pd.DataFrame:
+    """Net x setting: the expected validation and test quality of the pick after k trials, at a
+    few budgets k and at the group's whole budget N, as 'validation / test' (accuracy in %)."""
+    if curves.empty:
+        return pd.DataFrame()
+    percent = "accuracy" in curves["val_metric"].iloc[0]
+    digits, factor = (2, 100.0) if percent else (4, 1.0)
+    rows = []
+    for (net, setting), group in curves.groupby(["net", "setting"], sort=False):
+        n = int(group["n_trials"].iloc[0])
+        row = {"net": net, "setting": setting, "N": n}
+        # a budget beyond the study's N trials is its whole budget
+        for name, k in [*((f"k = {k}", min(k, n)) for k in ks), ("k = N", n)]:
+            point = group[group["k"] == k].iloc[0]
+            val, test = point["expected_val"] * factor, point["expected_test"] * factor
+            row[name] = f"{val:.{digits}f} / {test:.{digits}f}"
+        rows.append(row)
+    return pd.DataFrame(rows)
