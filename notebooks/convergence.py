@@ -18,9 +18,9 @@
 #
 # Training loss and test quality (accuracy, or the RMSE of ratings) against iterations and
 # against training time, one panel per net and one curve per setting (each optimizer, and any
-# other config key the sweep varies) at its best learning rate (best mean final test quality),
-# as in the course figure. The line is the mean over seeds, the band their min-max; a cross
-# marks a curve that ends because a seed diverged.
+# other config key the sweep varies) at its best learning rate (best mean final validation
+# quality: the test set only reports), as in the course figure. The line is the mean over
+# seeds, the band their min-max; a cross marks a curve that ends because a seed diverged.
 #
 # The sweep folder is `$HARNESS_SWEEP` (default: the committed `results/course`).
 

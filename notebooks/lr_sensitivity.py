@@ -16,10 +16,11 @@
 # %% [markdown]
 # # Learning-rate sensitivity
 #
-# Final training loss and final test accuracy against the learning rate (log scale), per net
-# and optimizer, at the reference batch size. Points are the mean over seeds with min-max error
-# bars; a star marks the best learning rate (highest mean final test accuracy), a cross at the
-# panel's edge a learning rate at which a seed diverged.
+# Final training loss, validation accuracy and test accuracy against the learning rate (log
+# scale), per net and optimizer, at the reference batch size. Points are the mean over seeds with
+# min-max error bars; a star marks the best learning rate (highest mean final *validation*
+# accuracy: the test set only reports), a cross at the panel's edge a learning rate at which a
+# seed diverged.
 #
 # The sweep folder is `$HARNESS_SWEEP` (default: the committed `results/course`).
 

@@ -15,7 +15,15 @@ from harness.results import CURVES_TABLE, RUNS_TABLE
 
 NOTEBOOKS = REPO / "notebooks"
 SCRIPTS = sorted(NOTEBOOKS.glob("*.py"))
-EXPECTED = {"convergence", "lr_sensitivity", "batch_size", "momentum", "summary", "esgd"}
+EXPECTED = {
+    "convergence",
+    "lr_sensitivity",
+    "batch_size",
+    "momentum",
+    "summary",
+    "esgd",
+    "tuning",
+}
 # Figures each notebook shows: the sweep notebooks on the smoke sweep, esgd on a tiny ESGD study.
 IMAGES = {
     "convergence": 3,
@@ -24,6 +32,7 @@ IMAGES = {
     "momentum": 0,
     "summary": 2,
     "esgd": 2,
+    "tuning": 1,
 }
 # Figures the smoke sweep cannot have, and the reason each notebook prints for skipping them.
 SKIPPED = {
