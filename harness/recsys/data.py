@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Interactions:
-    """Ratings split into training and held-out interactions (index tensors and float ratings).
+    """Ratings split into training, validation (held out of the training interactions: empty
+    when `data.val_size` is 0) and test interactions (index tensors and float ratings).
 
     `truth_test` holds the noiseless held-out ratings of synthetic data (None for real data)."""
 
@@ -37,6 +38,15 @@ class Interactions:
     num_users: int
     num_items: int
     truth_test: torch.Tensor | None = None
+    users_val: torch.Tensor | None = None
+    items_val: torch.Tensor | None = None
+    ratings_val: torch.Tensor | None = None
+
+    def split(self, name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(users, items, ratings) of a held-out split: "val" or "test"."""
+        if name == "val":
+            return self.users_val, self.items_val, self.ratings_val
+        return self.users_test, self.items_test, self.ratings_test
 
     def __len__(self) -> int:
         return len(self.ratings_train)
@@ -61,6 +71,9 @@ class Interactions:
             self.num_users,
             self.num_items,
             move(self.truth_test, True),
+            move(self.users_val, False),
+            move(self.items_val, False),
+            move(self.ratings_val, True),
         )
 
 
@@ -80,6 +93,21 @@ def _split(n: int, test_fraction: float, rng: np.random.Generator) -> tuple[np.n
     return order[n_test:], order[:n_test]
 
 
+def _hold_out(train: np.ndarray, val_size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(training, validation) interactions: `val_size` of the training ones held out at random,
+    from a stream of their own (the train/test split, and with val_size 0 the training
+    interactions, are those drawn before validation existed)."""
+    if not isinstance(val_size, int) or isinstance(val_size, bool) or val_size < 0:
+        raise DataError(f"data.val_size must be an integer >= 0, got {val_size!r}")
+    if val_size >= len(train):
+        raise DataError(
+            f"data.val_size ({val_size}) leaves no training interactions of the {len(train)} "
+            "the test split leaves"
+        )
+    chosen = np.sort(np.random.default_rng([seed, 1]).permutation(len(train))[:val_size])
+    return np.delete(train, chosen), train[chosen]
+
+
 def synthetic_ratings(
     num_users: int,
     num_items: int,
@@ -90,10 +118,12 @@ def synthetic_ratings(
     noise: float = 0.5,
     test_fraction: float = 0.1,
     seed: int = 0,
+    val_size: int = 0,
 ) -> Interactions:
     """Seeded interactions: Zipf-popular users and items, ratings from planted rank-`rank`
     factors (entries N(0, 1/√rank), so a rating has unit variance before noise) plus N(0, noise²)
-    noise; `test_fraction` of them held out."""
+    noise; `test_fraction` of them held out for testing, and `val_size` of the rest for
+    validation."""
     for name, value in {
         "num_users": num_users,
         "num_items": num_items,
@@ -115,12 +145,15 @@ def synthetic_ratings(
     truth = np.einsum("nr,nr->n", user_factors[user_index], item_factors[item_index])
     ratings = truth + rng.normal(0.0, noise, size=num_interactions)
     train, test = _split(num_interactions, test_fraction, rng)
-    return _interactions(users, items, ratings, train, test, num_users, num_items, truth)
+    train, val = _hold_out(train, val_size, seed)
+    return _interactions(users, items, ratings, train, test, num_users, num_items, truth, val)
 
 
-def _interactions(users, items, ratings, train, test, num_users, num_items, truth=None):
+def _interactions(users, items, ratings, train, test, num_users, num_items, truth=None, val=()):
     def t(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
         return torch.as_tensor(np.ascontiguousarray(a), dtype=dtype)
+
+    has_val = len(val) > 0
 
     return Interactions(
         t(users[train], torch.int64),
@@ -132,6 +165,9 @@ def _interactions(users, items, ratings, train, test, num_users, num_items, trut
         int(num_users),
         int(num_items),
         None if truth is None else t(truth[test], torch.float32),
+        t(users[val], torch.int64) if has_val else None,
+        t(items[val], torch.int64) if has_val else None,
+        t(ratings[val], torch.float32) if has_val else None,
     )
 
 
@@ -164,9 +200,12 @@ def _read_rows(path: Path) -> list[tuple[str, str, str]]:
     return rows
 
 
-def load_movielens(path: str | Path, test_fraction: float = 0.1, seed: int = 0) -> Interactions:
+def load_movielens(
+    path: str | Path, test_fraction: float = 0.1, seed: int = 0, val_size: int = 0
+) -> Interactions:
     """Ratings from a MovieLens-format file (`ratings.csv` or `u.data`), user and item ids
-    renumbered 0..n-1, `test_fraction` held out at random (seeded)."""
+    renumbered 0..n-1, `test_fraction` held out at random (seeded) for testing and `val_size`
+    of the rest for validation."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"no ratings file at {path} (expected ratings.csv or u.data)")
@@ -179,5 +218,6 @@ def load_movielens(path: str | Path, test_fraction: float = 0.1, seed: int = 0) 
     items, item_ids = np.unique([i for _, i, _ in rows], return_inverse=True)
     rng = np.random.default_rng(seed)
     train, test = _split(len(rows), test_fraction, rng)
+    train, val = _hold_out(train, val_size, seed)
     log.info("%s: %d ratings of %d items by %d users", path, len(rows), len(items), len(users))
-    return _interactions(user_ids, item_ids, ratings, train, test, len(users), len(items))
+    return _interactions(user_ids, item_ids, ratings, train, test, len(users), len(items), val=val)

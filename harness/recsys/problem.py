@@ -79,6 +79,9 @@ class Ratings(Problem):
             isinstance(self.table_lr, int | float) and self.table_lr > 0
         ):
             raise ConfigError(f"problem.table_lr must be > 0 or null, got {self.table_lr!r}")
+        val_size = cfg.data.get("val_size", 0)
+        if not isinstance(val_size, int) or isinstance(val_size, bool) or val_size < 0:
+            raise ConfigError(f"data.val_size must be an integer >= 0, got {val_size!r}")
         dim = cfg.model.get("dim")
         if not isinstance(dim, int) or isinstance(dim, bool) or dim <= 0:
             raise ConfigError(f"model.dim must be a positive integer, got {dim!r}")
@@ -160,7 +163,7 @@ class Ratings(Problem):
                 t[rows] for t in (data.users_train, data.items_train, data.ratings_train)
             )
         else:
-            users, items, ratings = data.users_test, data.items_test, data.ratings_test
+            users, items, ratings = data.split(split)
         predicted = model(users, items)
         mse = F.mse_loss(predicted, ratings).item()
         metrics = {"loss": mse, "rmse": math.sqrt(mse)}
@@ -169,7 +172,7 @@ class Ratings(Problem):
         return metrics
 
     def held_out(self, data: Interactions) -> tuple[str, ...]:
-        return ("test",)
+        return ("test",) if data.ratings_val is None else ("val", "test")
 
     def parameter_groups(self, cfg: DictConfig, model) -> list[tuple[list, DictConfig]]:
         if self.tables == "dense":
