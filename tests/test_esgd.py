@@ -22,11 +22,11 @@ from harness.esgd.trainer import Trainer
 
 TINY = [
     "experiment=esgd",
-    "data.train_size=1200",
+    "data.train_size=1000",
+    "data.val_size=200",
     "data.test_size=200",
     "train.batch_size=50",
     "threads=1",
-    "esgd.fitness_size=200",
     "esgd.population=4",
     "esgd.offspring=4",
     "esgd.elite=1",
@@ -203,8 +203,7 @@ def test_offspring_carry_their_parents_and_are_evaluated(problem):
 
 def test_fitness_split_is_held_out_of_the_training_data(problem):
     s = problem.split
-    assert len(s.y_fit) == problem.settings.fitness_size
-    assert len(s.y_fit) + len(s.y_train) == 1200
+    assert len(s.y_fit) == 200 and len(s.y_train) == 1000  # data.val_size, data.train_size
     train_rows = {tuple(r) for r in s.x_train[:, ::7].tolist()}
     assert not any(tuple(r) in train_rows for r in s.x_fit[:, ::7].tolist())
 
@@ -298,7 +297,8 @@ BAD = {
     "zero lr range": (["esgd.pool.sgd.ranges.lr=[0,1]"], "esgd.pool.sgd.ranges.lr must be [low"),
     "unknown method": (["esgd.methods=[esgd,foo]"], "esgd.methods must be a list of"),
     "single alone": (["esgd.methods=[single]"], "the single baseline needs the population"),
-    "fitness split too large": (["esgd.fitness_size=1190"], "esgd.fitness_size (1190) leaves"),
+    "no validation split": (["data.val_size=0"], "ESGD measures fitness on training examples"),
+    "the old fitness key": (["+esgd.fitness_size=200"], "esgd.fitness_size is now data.val_size"),
     "hyper-parameter the optimizer lacks": (
         ["+esgd.pool.adam.ranges.momentum=[0.5,0.9]"],
         "esgd pool: adam (lr=0.0003, momentum=0.5; constant) cannot be built",

@@ -53,7 +53,7 @@ def build_study(cfg: DictConfig) -> Study:
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
     data = problem.to(load_data(cfg), device, dtype)
-    split = split_data(data, s.fitness_size, cfg.train.batch_size)
+    split = split_data(data, cfg.train.batch_size)
 
     def new_model(generator: torch.Generator):
         return problem.build_model(cfg, data, generator)

@@ -1,4 +1,6 @@
-"""The data of an ESGD run: the training set split into an SGD part and a held-out fitness part."""
+"""The data of an ESGD run: the training rows SGD steps on, the validation rows held out of the
+training data (`data.val_size`, the harness's one validation split) that fitness, back-off and
+selection measure, and the test set, which only feeds the tables."""
 
 from __future__ import annotations
 
@@ -8,8 +10,6 @@ import torch
 
 from harness.data import TensorData
 from harness.errors import ConfigError
-
-SPLIT_SEED = 0  # the held-out split is part of the problem, the same for every seed and method
 
 
 @dataclass(frozen=True)
@@ -22,23 +22,16 @@ class Split:
     y_test: torch.Tensor
 
 
-def split_data(data: TensorData, fitness_size: int, batch_size: int) -> Split:
-    """`data` (the classification problem's, on the study's device) with `fitness_size` random
-    training examples held out."""
-    n = len(data.y_train)
-    if fitness_size >= n - batch_size:
+def split_data(data: TensorData, batch_size: int) -> Split:
+    """`data` (the classification problem's, on the study's device) as ESGD uses it: fitness on
+    its validation split."""
+    if data.y_val is None:
         raise ConfigError(
-            f"esgd.fitness_size ({fitness_size}) leaves fewer than train.batch_size "
-            f"({batch_size}) of the {n} training examples for SGD"
+            "ESGD measures fitness on training examples held out of SGD: set data.val_size > 0"
         )
-    device = data.y_train.device
-    perm = torch.randperm(n, generator=torch.Generator().manual_seed(SPLIT_SEED)).to(device)
-    fit, train = perm[:fitness_size].sort().values, perm[fitness_size:].sort().values
-    return Split(
-        data.x_train[train],
-        data.y_train[train],
-        data.x_train[fit],
-        data.y_train[fit],
-        data.x_test,
-        data.y_test,
-    )
+    if len(data.y_train) < batch_size:
+        raise ConfigError(
+            f"data.val_size leaves {len(data.y_train)} training examples, fewer than "
+            f"train.batch_size ({batch_size})"
+        )
+    return Split(data.x_train, data.y_train, data.x_val, data.y_val, data.x_test, data.y_test)

@@ -144,6 +144,12 @@ def _wall_time(record: dict) -> str:
     )
 
 
+def _held_out(cfg: DictConfig) -> int:
+    """The examples fitness was measured on: the validation split (studies recorded before it
+    existed held out esgd.fitness_size of their own)."""
+    return cfg.esgd.get("fitness_size") or cfg.data.get("val_size")
+
+
 def summary_markdown(tables: dict[str, pd.DataFrame], cfg: DictConfig, record: dict) -> str:
     """summary.md of a study: its settings, compute and wall time (`record`: esgd.json), and
     its tables."""
@@ -157,7 +163,7 @@ def summary_markdown(tables: dict[str, pd.DataFrame], cfg: DictConfig, record: d
         f"K_s={e.sgd_steps} (back-off check every {e.backoff_every}), K_v={e.evolution_steps}, "
         f"rho={e.parents}, sigma={e.mutation_std}; pool: {', '.join(e.pool)}; schedules: "
         f"{', '.join(e.schedules)}; batch {cfg.train.batch_size}; fitness on "
-        f"{e.fitness_size} held-out training examples; seeds {', '.join(map(str, seeds))}.",
+        f"{_held_out(cfg)} held-out training examples; seeds {', '.join(map(str, seeds))}.",
         f"Every method: {compute:,} mini-batch steps × models. {_wall_time(record)}",
         "",
         "## Table 1: best individual and top-k range after the last generation",

@@ -22,7 +22,6 @@ class Settings:
     evolution_steps: int  # K_v
     parents: int  # rho: parents averaged into one offspring
     mutation_std: float  # sigma of the Gaussian added to every offspring weight
-    fitness_size: int  # examples of the training data held out to measure fitness
     top_k: int  # the best k individuals whose range Table 1 shows
     repeats: int  # seeds seed, seed + 1, ...: every method runs once per seed
     methods: tuple[str, ...]
@@ -58,6 +57,11 @@ def _ranges(name: str, entry: DictConfig) -> None:
 def settings(cfg: DictConfig) -> Settings:
     """The checked settings of `cfg.esgd`; ConfigError (one line) on any bad value."""
     node = cfg.get("esgd")
+    if node is not None and "fitness_size" in node:
+        raise ConfigError(
+            "esgd.fitness_size is now data.val_size: fitness is measured on the data's "
+            "validation split"
+        )
     if node is None:
         raise ConfigError("no esgd settings: compose with experiment=esgd")
     if cfg.model.get("_target_") != MLP_TARGET:
@@ -104,7 +108,6 @@ def settings(cfg: DictConfig) -> Settings:
         evolution_steps=_positive(node, "evolution_steps"),
         parents=parents,
         mutation_std=float(node.mutation_std),
-        fitness_size=_positive(node, "fitness_size"),
         top_k=top_k,
         repeats=_positive(node, "repeats"),
         methods=methods,
