@@ -1264,6 +1264,12 @@ def tuning_markdown(runs: pd.DataFrame, tuned: Sequence[str]) -> list[str]:
     table = tuning_curves.tuning_table(tuning_curves.tuning_curves(runs, tune=tuned))
     if table.empty:
         return []
+    nets, settings = net_order(runs.assign(net=analysis.net_labels(runs))), setting_order(table)
+    table = table.sort_values(
+        ["net", "setting"],
+        key=lambda c: c.map((nets if c.name == "net" else settings).index),
+        ignore_index=True,
+    ).drop(columns="optimizer")
     return [
         "",
         "## Tuning curves",

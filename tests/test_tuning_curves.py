@@ -101,7 +101,16 @@ def test_curves_table_and_figure_on_a_real_sweep(smoke_sweep):
     for _, group in curves.groupby(["net", "setting"]):
         assert group["expected_val"].is_monotonic_increasing  # more trials never hurt
     table = tuning_curves.tuning_table(curves)
-    assert list(table.columns) == ["net", "setting", "N", "k = 1", "k = 2", "k = 4", "k = N"]
+    assert list(table.columns) == [
+        "net",
+        "setting",
+        "optimizer",
+        "N",
+        "k = 1",
+        "k = 2",
+        "k = 4",
+        "k = N",
+    ]
     fig = report.tuning_curve_figure(curves)
     assert len(fig.get_axes()) == 2 and all(ax.get_yscale() == "log" for ax in fig.get_axes())
     with pytest.raises(report.Skipped, match="not a tuning study"):
