@@ -144,6 +144,18 @@ def selection_table(source: str, keys: list[str], phase_keys: list[str]) -> pd.D
     for key in keys:
         table[key] = [_value(row, runs, key) for _, row in chosen.iterrows()]
     table["n_trials"] = chosen["n_trials"]
+    # A choice at the smallest or largest value the study tried: the best may lie beyond it.
+    groups = [_group(json.loads(c), [*keys, *phase_keys]) for c in runs["config"]]
+    tried = runs.assign(group=groups).groupby("group")
+    table["at the edge"] = [
+        ", ".join(
+            k
+            for k in keys
+            if len(set(tried.get_group(g)[k])) > 1
+            and table.loc[i, k] in (tried.get_group(g)[k].min(), tried.get_group(g)[k].max())
+        )
+        for i, g in zip(table.index, chosen["group"], strict=True)
+    ]
     table[metric] = chosen[f"{metric}_mean"]
     if f"{test}_mean" in chosen and test != metric:
         table[test] = chosen[f"{test}_mean"]
@@ -172,7 +184,9 @@ def write_selection(sweep_dir: Path, config: DictConfig) -> None:
         f"(and the seed{', ' + ', '.join(phase_keys) if phase_keys else ''}); a trial with a "
         "diverged seed never wins; ties go to the lower final training loss, then the smaller "
         "learning rate (`harness.analysis.best_configs`). The test set chose nothing: its "
-        "column only reports the chosen trial's test quality at the tuning length.",
+        "column only reports the chosen trial's test quality at the tuning length. 'At the "
+        "edge': the choice is the smallest or largest value the study tried for that key, so "
+        "the best may lie beyond what was tried.",
         "",
         markdown_table(table, index=False),
         "",
