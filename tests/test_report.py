@@ -215,7 +215,7 @@ def test_one_colour_per_optimizer_in_every_figure(tables):
     runs, curves = tables
     figures = report.make_figures(runs, curves, TARGET)
     skipped = [n for n, f in figures.items() if isinstance(f, report.Skipped)]
-    assert skipped == ["effective_step", "tuned_hyperparameters"]
+    assert skipped == ["effective_step", "tuned_hyperparameters", "tuning_curves"]
     figures = {n: f for n, f in figures.items() if n not in skipped}
     colours = {}  # optimizer -> the colours it was drawn with, over every figure
     for name, figure in figures.items():
@@ -290,7 +290,7 @@ def test_report_writes_every_figure_and_the_summary(smoke_sweep, tmp_path):
     names = sorted(p.name for p in out.iterdir())
     # The smoke sweep has no self-tuning optimizer (see test_tuned_hyperparameters_figure) and
     # one momentum.
-    not_here = ("tuned_hyperparameters", "effective_step", "convergence_test_rmse")
+    not_here = ("tuned_hyperparameters", "effective_step", "convergence_test_rmse", "tuning_curves")
     drawn = [n for n in report.FIGURES if n not in not_here]
     expected = sorted(f"{n}.{ext}" for n in drawn for ext in ("png", "svg"))
     assert names == sorted([*expected, "summary.md"])
@@ -313,6 +313,8 @@ def test_report_writes_every_figure_and_the_summary(smoke_sweep, tmp_path):
         "does not vary both the momentum and the learning rate",
         "* skipped: learning rate and momentum chosen by self-tuning optimizers: no optimizer "
         "in the sweep tunes its own learning rate and momentum",
+        "* skipped: tuning curves: expected quality after k trials of tuning: not a tuning study "
+        "(no tuning.json in the sweep folder)",
     ]
 
 
@@ -329,6 +331,7 @@ def test_report_skips_what_the_sweep_cannot_show_and_says_why(tables, tmp_path):
         "effective_step",
         "time_to_target",
         "tuned_hyperparameters",
+        "tuning_curves",
     }
     assert "single learning rate" in result.skipped["lr_sensitivity"]
     assert "single batch size" in result.skipped["batch_size"]
