@@ -147,7 +147,7 @@ def split_train(
     if wanted > n_total:
         raise DataError(
             f"data.val_size ({val_size}) leaves "
-            + (f"fewer than data.train_size ({train_size})" if train_size else "no")
+            + (f"fewer than data.train_size ({train_size})" if train_size else "none")
             + f" of the {n_total} training examples to train on"
         )
     perm = torch.randperm(n_total, generator=generator)

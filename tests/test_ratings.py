@@ -42,6 +42,16 @@ def test_movielens_files_in_both_formats(tmp_path):
     )
     data = load_movielens(tab)
     assert (data.num_users, data.num_items) == (7, 3) and len(data) + len(data.ratings_test) == 21
+    held = load_movielens(tab, val_size=5)  # validation: 5 of the 19 training ratings
+    assert len(held) == 14 and len(held.ratings_val) == 5 and held.truth_val is None
+    assert torch.equal(held.ratings_test, data.ratings_test)
+
+    def pairs(users, items):
+        return set(zip(users.tolist(), items.tolist(), strict=True))
+
+    val = pairs(held.users_val, held.items_val)  # each (user, item) occurs once in this file
+    assert len(val) == 5 and val <= pairs(data.users_train, data.items_train)
+    assert not val & pairs(held.users_train, held.items_train)
 
 
 @pytest.mark.parametrize(
@@ -210,22 +220,45 @@ def test_validation_interactions_are_held_out_of_training_and_evaluated():
     assert not val & train and not val & pairs(*data.split("test"))
     again = synthetic_ratings(**kwargs, val_size=400)
     assert torch.equal(again.ratings_val, data.ratings_val)  # fixed by the data's seed
+    # The noiseless truth of the validation ratings is kept, as the test ratings' is.
+    assert data.truth_val.shape == data.ratings_val.shape
+    assert float((data.ratings_val - data.truth_val).std()) == pytest.approx(0.5, rel=0.15)
     with pytest.raises(DataError, match=r"data.val_size \(4500\) leaves no training"):
         synthetic_ratings(**kwargs, val_size=4500)
 
 
+def test_the_validation_interactions_are_the_same_for_every_run_seed():
+    from harness.problems import problem_of
+
+    def val(*overrides):
+        cfg = compose_config([*RATINGS_RUN, *overrides])
+        data = problem_of(cfg).load(cfg)
+        return torch.stack([data.users_val, data.items_val]), data.ratings_val
+
+    users_items, ratings = val("seed=0")
+    other_run = val("seed=7")
+    assert torch.equal(other_run[0], users_items) and torch.equal(other_run[1], ratings)
+    other_data = val("seed=0", "data.seed=1")  # the data's seed draws them
+    assert not torch.equal(other_data[1], ratings)
+
+
 def test_a_ratings_run_records_its_validation_rmse(tmp_path):
     record, metrics = ratings_run(tmp_path, "val", "optimizer=adam", "optimizer.lr=0.01")
-    assert {"val_loss", "val_rmse"} <= set(metrics["metric"])
-    assert record["final"]["val_rmse"] > 0 and "best_val_rmse" in record["final"]
-    val = metrics[metrics["metric"] == "val_rmse"]["value"].tolist()
-    assert val[-1] < val[0]  # it learned, and validation saw it
+    assert {"val_loss", "val_rmse", "val_truth_rmse"} <= set(metrics["metric"])
+    final = record["final"]
+    val = metrics[metrics["metric"] == "val_rmse"].set_index("iteration")["value"]
+    test = metrics[metrics["metric"] == "test_rmse"].set_index("iteration")["value"]
+    assert list(val.index) == list(test.index) == [0, 20, 40]  # at every evaluation
+    assert final["val_rmse"] == val.iloc[-1] and final["best_val_rmse"] == val.min()
+    assert val.iloc[-1] < val.iloc[0]  # it learned, and validation saw it
+    assert not np.isclose(val, test).any()  # the validation interactions, not the test ones
 
 
 @pytest.mark.parametrize(
     "value,message",
     [
-        ("-1", "data.val_size must be an integer >= 0, got -1"),
+        ("-1", "data.val_size must be >= 0, got -1"),
+        ("0.5", "data.val_size must be an integer, got 0.5"),
         ("18000", "data.val_size (18000) leaves no training interactions of the 18000"),
     ],
 )

@@ -3,8 +3,14 @@ low-rank truth, and a loader for MovieLens-format files.
 
 Synthetic data: user and item popularity follow Zipf laws (a few users and items account for
 most interactions, as in real logs), and each rating is the inner product of planted user and
-item factors plus Gaussian noise. The noiseless part is kept (`truth_test`), so a model's error
-can be measured against the truth as well as against the noisy held-out ratings.
+item factors plus Gaussian noise. The noiseless part of the held-out ratings is kept
+(`truth_val`, `truth_test`), so a model's error can be measured against the truth as well as
+against the noisy ratings.
+
+Both hold out, with their `seed`, a `test_fraction` of the interactions for testing and
+`val_size` of the rest for validation: every choice (a rate, a best config) is made on the
+validation interactions, the test interactions only report. The splits are part of the data,
+the same for every run seed.
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ class Interactions:
     """Ratings split into training, validation (held out of the training interactions: empty
     when `data.val_size` is 0) and test interactions (index tensors and float ratings).
 
-    `truth_test` holds the noiseless held-out ratings of synthetic data (None for real data)."""
+    `truth_val` and `truth_test` hold the noiseless ratings of the held-out splits of synthetic
+    data (None for real data, and `truth_val` without validation interactions)."""
 
     users_train: torch.Tensor
     items_train: torch.Tensor
@@ -41,12 +48,17 @@ class Interactions:
     users_val: torch.Tensor | None = None
     items_val: torch.Tensor | None = None
     ratings_val: torch.Tensor | None = None
+    truth_val: torch.Tensor | None = None
 
     def split(self, name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(users, items, ratings) of a held-out split: "val" or "test"."""
         if name == "val":
             return self.users_val, self.items_val, self.ratings_val
         return self.users_test, self.items_test, self.ratings_test
+
+    def truth(self, name: str) -> torch.Tensor | None:
+        """The noiseless ratings of a held-out split ("val" or "test"; None for real data)."""
+        return self.truth_val if name == "val" else self.truth_test
 
     def __len__(self) -> int:
         return len(self.ratings_train)
@@ -74,6 +86,7 @@ class Interactions:
             move(self.users_val, False),
             move(self.items_val, False),
             move(self.ratings_val, True),
+            move(self.truth_val, True),
         )
 
 
@@ -154,7 +167,6 @@ def _interactions(users, items, ratings, train, test, num_users, num_items, trut
         return torch.as_tensor(np.ascontiguousarray(a), dtype=dtype)
 
     has_val = len(val) > 0
-
     return Interactions(
         t(users[train], torch.int64),
         t(items[train], torch.int64),
@@ -168,6 +180,7 @@ def _interactions(users, items, ratings, train, test, num_users, num_items, trut
         t(users[val], torch.int64) if has_val else None,
         t(items[val], torch.int64) if has_val else None,
         t(ratings[val], torch.float32) if has_val else None,
+        None if truth is None or not has_val else t(truth[val], torch.float32),
     )
 
 

@@ -55,7 +55,8 @@ def available_bytes(device: torch.device) -> int:
 class Ratings(Problem):
     """Data: `harness.recsys.data.Interactions`; model: `cfg.model` (MatrixFactorization or
     NeuralCF) built for the data's users and items; loss: mean squared error; metrics: RMSE on
-    the held-out ratings and, for synthetic data, against the noiseless truth."""
+    the held-out ratings (validation, `data.val_size` of the training interactions, and test)
+    and, for synthetic data, against their noiseless truth."""
 
     quality = "rmse"
     higher_is_better = False
@@ -79,9 +80,10 @@ class Ratings(Problem):
             isinstance(self.table_lr, int | float) and self.table_lr > 0
         ):
             raise ConfigError(f"problem.table_lr must be > 0 or null, got {self.table_lr!r}")
-        val_size = cfg.data.get("val_size", 0)
-        if not isinstance(val_size, int) or isinstance(val_size, bool) or val_size < 0:
-            raise ConfigError(f"data.val_size must be an integer >= 0, got {val_size!r}")
+        from harness.validate import require_int
+
+        # Too large for the data is known once it is loaded (DataError, naming both numbers).
+        require_int(cfg.data.get("val_size", 0), "data.val_size", minimum=0)
         dim = cfg.model.get("dim")
         if not isinstance(dim, int) or isinstance(dim, bool) or dim <= 0:
             raise ConfigError(f"model.dim must be a positive integer, got {dim!r}")
@@ -156,8 +158,8 @@ class Ratings(Problem):
 
     @torch.no_grad()
     def evaluate(self, model, data: Interactions, split: str, rows: torch.Tensor | None) -> dict:
-        """Mean squared error (the loss) and RMSE; on the test split also the RMSE against the
-        noiseless truth of synthetic data."""
+        """Mean squared error (the loss) and RMSE; on a held-out split of synthetic data also
+        the RMSE against its noiseless truth."""
         if split == "train":
             users, items, ratings = (
                 t[rows] for t in (data.users_train, data.items_train, data.ratings_train)
@@ -167,8 +169,9 @@ class Ratings(Problem):
         predicted = model(users, items)
         mse = F.mse_loss(predicted, ratings).item()
         metrics = {"loss": mse, "rmse": math.sqrt(mse)}
-        if split == "test" and data.truth_test is not None:
-            metrics["truth_rmse"] = math.sqrt(F.mse_loss(predicted, data.truth_test).item())
+        truth = None if split == "train" else data.truth(split)
+        if truth is not None:
+            metrics["truth_rmse"] = math.sqrt(F.mse_loss(predicted, truth).item())
         return metrics
 
     def held_out(self, data: Interactions) -> tuple[str, ...]:
