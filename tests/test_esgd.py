@@ -11,11 +11,13 @@ import sys
 import pandas as pd
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from conftest import HARNESS_TRAIN, MNIST_DIR, REPO, compose_config, run_cli
-from harness.errors import ConfigError
+from harness.data import load_mnist
+from harness.errors import ConfigError, DataError
 from harness.esgd import methods, operators
-from harness.esgd.app import build_study, execute
+from harness.esgd.app import build_study, execute, render, study_id
 from harness.esgd.pool import Plan
 from harness.esgd.tables import read_tables
 from harness.esgd.trainer import Trainer
@@ -206,6 +208,10 @@ def test_fitness_split_is_held_out_of_the_training_data(problem):
     assert len(s.y_fit) == 200 and len(s.y_train) == 1000  # data.val_size, data.train_size
     train_rows = {tuple(r) for r in s.x_train[:, ::7].tolist()}
     assert not any(tuple(r) in train_rows for r in s.x_fit[:, ::7].tolist())
+    # the data's validation split, as every other study holds it out
+    data = load_mnist(MNIST_DIR, train_size=1000, test_size=200, val_size=200)
+    assert torch.equal(s.x_fit, data.x_val) and torch.equal(s.y_fit, data.y_val)
+    assert torch.equal(s.x_train, data.x_train) and torch.equal(s.x_test, data.x_test)
 
 
 def test_fitness_and_selection_ignore_the_test_set(problem):
@@ -298,7 +304,17 @@ BAD = {
     "unknown method": (["esgd.methods=[esgd,foo]"], "esgd.methods must be a list of"),
     "single alone": (["esgd.methods=[single]"], "the single baseline needs the population"),
     "no validation split": (["data.val_size=0"], "ESGD measures fitness on training examples"),
-    "the old fitness key": (["+esgd.fitness_size=200"], "esgd.fitness_size is now data.val_size"),
+    "negative validation": (["data.val_size=-1"], "data.val_size must be >= 0, got -1"),
+    "the old fitness key": (
+        ["esgd.fitness_size=200"],
+        "esgd.fitness_size is now data.val_size: fitness is measured on the data's validation "
+        "split (data.val_size=200)",
+    ),
+    "too few left for a batch": (
+        ["data.train_size=null", "data.val_size=59990"],
+        "SGD has 10 training examples (data.train_size, or what data.val_size leaves), fewer "
+        "than train.batch_size (50)",
+    ),
     "hyper-parameter the optimizer lacks": (
         ["+esgd.pool.adam.ranges.momentum=[0.5,0.9]"],
         "esgd pool: adam (lr=0.0003, momentum=0.5; constant) cannot be built",
@@ -314,6 +330,15 @@ def test_bad_settings_raise_one_config_error_line(overrides, message, mnist_dir)
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
+def test_a_validation_split_too_large_for_the_training_data_is_one_data_error(mnist_dir):
+    with pytest.raises(DataError) as error:
+        build_study(tiny_cfg("data.val_size=59500"))
+    message = str(error.value)
+    assert "\n" not in message
+    assert "data.val_size (59500) leaves fewer than data.train_size (1000)" in message
+    assert "of the 60000 training examples" in message
+
+
 def test_without_the_preset_the_error_says_so():
     with pytest.raises(ConfigError, match="compose with experiment=esgd"):
         build_study(compose_config([f"data.root={MNIST_DIR}"]))
@@ -325,13 +350,21 @@ COMMANDS = {
 }
 
 
+CLI_BAD = {
+    "top_k": ("esgd.top_k=17", "esgd.top_k (17) must be at most esgd.population (16)"),
+    # an old command: the key is still in the preset (null), so Hydra does not refuse it first
+    "old fitness key": ("esgd.fitness_size=10000", "esgd.fitness_size is now data.val_size"),
+}
+
+
+@pytest.mark.parametrize("override,message", CLI_BAD.values(), ids=CLI_BAD.keys())
 @pytest.mark.parametrize("prog", COMMANDS)
-def test_the_app_reports_bad_settings_in_one_line(prog, tmp_path):
+def test_the_app_reports_bad_settings_in_one_line(prog, override, message, tmp_path):
     preset = ["experiment=esgd"] if prog == "harness-train" else []
     result = run_cli(
         *preset,
         f"data.root={MNIST_DIR}",
-        "esgd.top_k=17",
+        override,
         f"hydra.run.dir={tmp_path}",
         cwd=REPO,
         command=COMMANDS[prog],
@@ -339,7 +372,8 @@ def test_the_app_reports_bad_settings_in_one_line(prog, tmp_path):
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("harness-train: error:"), lines
-    assert "esgd.top_k (17) must be at most esgd.population (16)" in lines[0]
+    assert message in lines[0]
+    assert not (tmp_path / "esgd.json").exists()
 
 
 def test_a_sweep_of_esgd_studies_is_refused_in_one_line(tmp_path):
@@ -386,9 +420,53 @@ def test_harness_report_draws_an_esgd_study_again(study, tmp_path):
     assert (tmp_path / "fitness.png").is_file() and (tmp_path / "esgd.json").is_file()
 
 
+def test_the_summary_names_the_held_out_size_of_old_and_new_records(study, tmp_path):
+    folder, _ = study
+    assert "fitness on 200 held-out training examples" in (folder / "summary.md").read_text()
+    old = tmp_path / "old"  # a study recorded before the validation split: esgd.fitness_size
+    old.mkdir()
+    for path in folder.glob("*.parquet"):
+        (old / path.name).write_bytes(path.read_bytes())
+    record = json.loads((folder / "esgd.json").read_text())
+    assert "fitness_size" not in record["config"]["esgd"]  # the preset's placeholder: not kept
+    del record["config"]["data"]["val_size"]
+    record["config"]["esgd"]["fitness_size"] = 123
+    (old / "esgd.json").write_text(json.dumps(record))
+    render(old)
+    assert "fitness on 123 held-out training examples" in (old / "summary.md").read_text()
+
+
+def test_a_study_recorded_with_fitness_size_resumes_where_it_held_out_the_same_images(mnist_dir):
+    """Before the validation split, a study held out esgd.fitness_size training images with
+    a generator of its own seeded 0. On all of MNIST (subset_seed 0) those are the images
+    data.val_size holds out now, so its rows are this study's and it resumes; on any other
+    data they are not, and it does not."""
+    new = OmegaConf.to_container(compose_config(["experiment=esgd"]), resolve=True)
+    old = copy.deepcopy(new)
+    del old["data"]["val_size"], old["esgd"]["fitness_size"]
+    old["esgd"]["fitness_size"] = 10000
+    assert study_id(old) == study_id(new)
+    assert study_id({**old, "esgd": {**old["esgd"], "fitness_size": 5000}}) != study_id(new)
+    for key, value in {"train_size": 20000, "test_size": 1000, "subset_seed": 1}.items():
+        other_old, other_new = copy.deepcopy(old), copy.deepcopy(new)
+        other_old["data"][key] = other_new["data"][key] = value
+        assert study_id(other_old) != study_id(other_new), key
+
+    whole = load_mnist(MNIST_DIR)  # the old split, as harness/esgd/data.py drew it
+    perm = torch.randperm(60000, generator=torch.Generator().manual_seed(0))
+    fit, train = perm[:10000].sort().values, perm[10000:].sort().values
+    now = load_mnist(MNIST_DIR, val_size=10000)
+    assert torch.equal(whole.x_train[fit], now.x_val) and torch.equal(whole.y_train[fit], now.y_val)
+    assert torch.equal(whole.x_train[train], now.x_train)
+    assert torch.equal(whole.x_test, now.x_test)
+
+
 def test_a_folder_holding_another_study_is_left_alone(study):
     folder, _ = study
     before = (folder / "individuals.parquet").read_bytes()
     with pytest.raises(ConfigError, match="holds an ESGD study of another config"):
         execute(tiny_cfg("esgd.repeats=2", "esgd.generations=3"), folder)
+    # a bad setting is told first: the other study is not what the user has to fix
+    with pytest.raises(ConfigError, match="esgd.fitness_size is now data.val_size"):
+        execute(tiny_cfg("esgd.repeats=2", "esgd.fitness_size=200"), folder)
     assert (folder / "individuals.parquet").read_bytes() == before

@@ -12,9 +12,9 @@ A population of mu networks of one architecture alternates, for K generations, b
    parents + offspring by m-elitist selection (the m fittest, plus mu - m drawn at random from
    the rest).
 
-Fitness is the cross-entropy on a held-out split of the *training* data (`data`); the test set
-is only evaluated for the tables. Back-off and elitism together guarantee that the best fitness
-never rises from one generation to the next.
+Fitness is the cross-entropy on the validation split, `data.val_size` examples held out of the
+*training* data (`data`); the test set is only evaluated for the tables. Back-off and elitism
+together guarantee that the best fitness never rises from one generation to the next.
 
 The whole population trains as one `StackedMLP` on one mini-batch per step, shared by every
 individual (that is what makes stacking fast); individuals differ in initial weights,

@@ -63,10 +63,31 @@ def build_study(cfg: DictConfig) -> Study:
     return Study(s, pool, split, new_model, cfg.train.batch_size)
 
 
+def current_form(config: dict) -> dict:
+    """A study's (resolved) config as it reads since fitness moved to the validation split,
+    changed in place: the preset's placeholder `esgd.fitness_size: null` left out, and a study
+    recorded with `esgd.fitness_size` read as `data.val_size` where the two hold out the same
+    examples. Its split was drawn first, with a generator of its own seeded 0, from the training
+    data; with all of MNIST's training and test data and `data.subset_seed` 0 that is the draw
+    `data.val_size` makes now (tests/test_esgd.py checks it), so such a study resumes. Any other
+    keeps its fitness_size, which no current config has: it does not."""
+    esgd, data = config.get("esgd", {}), config.get("data", {})
+    if esgd.get("fitness_size") is None:
+        esgd.pop("fitness_size", None)
+    elif (
+        not data.get("val_size")
+        and data.get("train_size") is None
+        and data.get("test_size") is None
+        and data.get("subset_seed") == 0
+    ):
+        data["val_size"] = esgd.pop("fitness_size")
+    return config
+
+
 def study_id(config: dict) -> str:
-    """What a study's rows depend on: its config without the execution keys and without
-    esgd.repeats (more repeats only add seeds)."""
-    config = json.loads(json.dumps(config))
+    """What a study's rows depend on: its config (`current_form`) without the execution keys
+    and without esgd.repeats (more repeats only add seeds)."""
+    config = current_form(json.loads(json.dumps(config)))
     config.get("esgd", {}).pop("repeats", None)
     return config_hash(config)
 
@@ -96,7 +117,8 @@ def execute(cfg: DictConfig, out_dir: Path) -> dict[str, pd.DataFrame]:
     (config, times) after each seed, then everything made from them (`render`); returns the
     tables by name."""
     started = time.perf_counter()
-    config = OmegaConf.to_container(cfg, resolve=True)
+    settings(cfg)  # bad settings are told before a folder of another study is
+    config = current_form(OmegaConf.to_container(cfg, resolve=True))
     rows, record = _earlier(out_dir, study_id(config))
     study = build_study(cfg)
     s = study.settings

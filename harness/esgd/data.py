@@ -25,13 +25,13 @@ class Split:
 def split_data(data: TensorData, batch_size: int) -> Split:
     """`data` (the classification problem's, on the study's device) as ESGD uses it: fitness on
     its validation split."""
-    if data.y_val is None:
+    if data.y_val is None:  # settings() refuses data.val_size=0 before the data is loaded
         raise ConfigError(
             "ESGD measures fitness on training examples held out of SGD: set data.val_size > 0"
         )
     if len(data.y_train) < batch_size:
         raise ConfigError(
-            f"data.val_size leaves {len(data.y_train)} training examples, fewer than "
-            f"train.batch_size ({batch_size})"
+            f"SGD has {len(data.y_train)} training examples (data.train_size, or what "
+            f"data.val_size leaves), fewer than train.batch_size ({batch_size})"
         )
     return Split(data.x_train, data.y_train, data.x_val, data.y_val, data.x_test, data.y_test)

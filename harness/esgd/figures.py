@@ -145,8 +145,8 @@ def _wall_time(record: dict) -> str:
 
 
 def _held_out(cfg: DictConfig) -> int:
-    """The examples fitness was measured on: the validation split (studies recorded before it
-    existed held out esgd.fitness_size of their own)."""
+    """How many examples fitness was measured on: the validation split, data.val_size
+    (studies recorded before it existed held out esgd.fitness_size of their own)."""
     return cfg.esgd.get("fitness_size") or cfg.data.get("val_size")
 
 

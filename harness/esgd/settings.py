@@ -57,13 +57,21 @@ def _ranges(name: str, entry: DictConfig) -> None:
 def settings(cfg: DictConfig) -> Settings:
     """The checked settings of `cfg.esgd`; ConfigError (one line) on any bad value."""
     node = cfg.get("esgd")
-    if node is not None and "fitness_size" in node:
+    # The preset keeps the removed key as null, so that an old command's esgd.fitness_size=N
+    # gets this line rather than Hydra's advice to append it.
+    if node is not None and node.get("fitness_size", None) is not None:
         raise ConfigError(
-            "esgd.fitness_size is now data.val_size: fitness is measured on the data's "
-            "validation split"
+            f"esgd.fitness_size is now data.val_size: fitness is measured on the data's "
+            f"validation split (data.val_size={node.fitness_size})"
         )
     if node is None:
         raise ConfigError("no esgd settings: compose with experiment=esgd")
+    val_size = cfg.data.get("val_size", 0)
+    require_int(val_size, "data.val_size", minimum=0)
+    if val_size == 0:
+        raise ConfigError(
+            "ESGD measures fitness on training examples held out of SGD: set data.val_size > 0"
+        )
     if cfg.model.get("_target_") != MLP_TARGET:
         raise ConfigError(f"ESGD trains stacked {MLP_TARGET} models, not {cfg.model._target_}")
     population = _positive(node, "population", minimum=2)
