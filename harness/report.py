@@ -26,6 +26,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import LogFormatter, LogLocator, MaxNLocator, NullFormatter, NullLocator
+from matplotlib.transforms import offset_copy
 
 from harness import analysis, tuning_curves
 from harness.errors import HarnessError, exit_with_error
@@ -79,6 +80,8 @@ STYLE = {
 }
 PANEL_WIDTH, PANEL_HEIGHT = 4.2, 3.3
 BAND_ALPHA = 0.18
+# Points from the bottom of a panel to a legend below it: tick labels and the x label.
+LEGEND_DROP_PT = 30
 
 METRIC_LABELS = {
     "train_loss": "training loss",
@@ -444,7 +447,10 @@ def convergence_figure(
             handles,
             labels,
             loc="upper center",
-            bbox_to_anchor=(0.5, -0.2),
+            # Below the tick labels and the x label, whatever the panel's height (a fraction
+            # of the axes would cover the label of a short panel).
+            bbox_to_anchor=(0.5, 0),
+            bbox_transform=offset_copy(ax.transAxes, fig=fig, y=-LEGEND_DROP_PT, units="points"),
             ncols=1 if len(handles) > 3 else len(handles),
             frameon=False,
             fontsize=8.5,
@@ -1372,7 +1378,7 @@ def summary_markdown(
         "",
         "Best learning rate per net and setting (each optimizer, and any other key that "
         f"varies): {analysis.selection_text(runs)}, mean over seeds (configs with a diverged "
-        "seed last). Bold: the best setting of the net by the same metric.",
+        "seed last). Bold, in every table: the net's best setting by the same rule.",
     ]
     for metric in analysis.summary_metrics(runs):
         parts += [
