@@ -1,6 +1,6 @@
 """Tuning studies through the default stacked launcher: runs per second of the tuning sweeper's
-random search and of Hydra's Optuna sweeper (TPE), against the basic sweeper's grid of the same
-budget, whole processes, side by side.
+random search and of Hydra's Optuna sweeper (TPE, in batches and one trial at a time), against
+the basic sweeper's grid of the same budget, whole processes, side by side.
 
     python bench/tuning_sweepers.py                 # net1 x adam, 8 trials x 1,000 steps
     python bench/tuning_sweepers.py --trials 16 --repeats 5
@@ -9,7 +9,8 @@ Each study runs as a user runs it (`harness-train -m ...` into a temporary folde
 interleaved `--repeats` times (so they see the same machine load); it prints median wall times,
 runs per second, and each against the grid. The grid and random search hand the launcher all
 trials at once (one stack); TPE asks `--batch` trials at a time (one stack per batch), since
-each batch waits for the results of the last. Data root: --data-root or $HARNESS_DATA_ROOT.
+each batch waits for the results of the last; with one trial a batch nothing stacks. Data root:
+--data-root or $HARNESS_DATA_ROOT.
 """
 
 from __future__ import annotations
@@ -36,6 +37,16 @@ COMMON = [
 
 def studies(trials: int, batch: int) -> dict[str, list[str]]:
     grid = ",".join(f"{lr:.4g}" for lr in np.geomspace(1e-4, 3.0, trials))
+
+    def tpe(n_jobs: int) -> list[str]:
+        return [
+            "experiment=tune_tpe",
+            *COMMON,
+            f"tune.budget={trials}",
+            f"hydra.sweeper.n_jobs={n_jobs}",
+            f"hydra.sweeper.sampler.n_startup_trials={batch}",
+        ]
+
     return {
         "basic sweeper, grid": [*COMMON, f"optimizer.lr={grid}"],
         "hydra/sweeper=tune, random search": [
@@ -43,13 +54,9 @@ def studies(trials: int, batch: int) -> dict[str, list[str]]:
             *COMMON,
             f"tune.budget={trials}",
         ],
-        f"Optuna sweeper, TPE ({batch} trials a batch)": [
-            "experiment=tune_tpe",
-            *COMMON,
-            f"tune.budget={trials}",
-            f"hydra.sweeper.n_jobs={batch}",
-            f"hydra.sweeper.sampler.n_startup_trials={batch}",
-        ],
+        f"Optuna sweeper, TPE ({batch} trials a batch)": tpe(batch),
+        # What batching buys: one trial at a time, nothing to stack.
+        "Optuna sweeper, TPE (1 trial a batch)": tpe(1),
     }
 
 

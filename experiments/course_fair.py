@@ -4,7 +4,7 @@
 
 (defaults: results/course, results/course_tune, results/course_test_selected)
 
-Prints two Markdown tables (the README's):
+Prints three Markdown tables (the README's):
 
 1. Per net and optimizer, final test accuracy (mean ± 95 % CI over seeds) of the fair study
    (`experiment=course`: the rate its tuning study chose on validation, fresh seeds) beside the
@@ -13,6 +13,7 @@ Prints two Markdown tables (the README's):
 2. What choosing on the test set flatters, measured within the tuning study (same runs, same
    data): the test accuracy of the trial that the test set would choose minus that of the trial
    the validation set chooses (the reported number's optimism), and whether they are the same.
+3. Per cell, the two side by side: new minus old, and the flattery within the tuning study.
 """
 
 from __future__ import annotations
@@ -84,6 +85,22 @@ def flattery(tune: str) -> pd.DataFrame:
     return frame.sort_values(["net", "_o"]).drop(columns="_o")
 
 
+def per_cell(fair: str, tune: str, old: str) -> pd.DataFrame:
+    """Optimizer x net: 'new − old / flattery' in points (tables 1 and 2 in one)."""
+    diffs = comparison(fair, old).set_index("optimizer")
+    flattered = flattery(tune).set_index(["net", "optimizer"])["flattery (points)"]
+    rows = []
+    for optimizer, row in diffs.iterrows():
+        cells = {"optimizer": optimizer}
+        for net in ("net1", "net2", "net3"):
+            if f"{net} new − old" in row and pd.notna(row[f"{net} new − old"]):
+                cells[f"{net}: new − old / flattery"] = (
+                    f"{row[f'{net} new − old']} / {flattered.loc[(net, optimizer)]}"
+                )
+        rows.append(cells)
+    return pd.DataFrame(rows)
+
+
 def main() -> None:
     from harness.report import markdown_table
 
@@ -93,6 +110,8 @@ def main() -> None:
     print(markdown_table(comparison(fair, old), index=False))
     print("\n## What choosing on the test set flatters (within the tuning study)\n")
     print(markdown_table(flattery(tune), index=False))
+    print("\n## Per cell: new − old, and the flattery of choosing on the test set (points)\n")
+    print(markdown_table(per_cell(fair, tune, old), index=False))
 
 
 if __name__ == "__main__":
