@@ -16,7 +16,10 @@ trial drew.
 
 Each key's range is written in Hydra's sweep grammar, as Hydra's Optuna sweeper reads it:
 `interval(a, b)` (uniform), `tag(log, interval(a, b))` (log-uniform), `choice(x, y, ...)`,
-`range(start, stop, step)`.
+`range(start, stop, step)`. On the command line, as with the Optuna sweeper, an interval names a
+range to search (a grid axis cannot be one): `optimizer.lr='tag(log, interval(1e-5, 1))'`
+searches that range in every space that tunes something, `tune.space.adam.optimizer.lr=...` in
+one (`with_command_line_spaces`).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Any
 
 import numpy as np
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
+from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep
 
 from harness.errors import ConfigError
 
@@ -132,6 +135,32 @@ def check_protocol(tune: Mapping[str, Any] | None) -> None:
         raise ConfigError(f"tune.seed must be an integer, got {tune.get('seed')!r}")
     for name in tune.get("space") or {}:
         search_space(tune, name)
+
+
+def with_command_line_spaces(
+    tune: Mapping[str, Any], overrides: Sequence[Override]
+) -> tuple[dict[str, Any], list[Override]]:
+    """The protocol `tune` with the search ranges the command line gives, and the overrides
+    that are not ranges (the grid axes and fixed values). An interval on `tune.space.<name>.<key>`
+    sets that entry; on any other key it becomes that key's range in every space that tunes
+    something (a space declared empty, such as YellowFin's, stays empty)."""
+    tune = {**tune, "space": {k: dict(v or {}) for k, v in (tune.get("space") or {}).items()}}
+    rest = []
+    for override in overrides:
+        if not override.is_interval_sweep():
+            rest.append(override)
+            continue
+        key, text = override.key_or_group, override.get_value_string()
+        parts = key.split(".")
+        if parts[:2] == ["tune", "space"] and len(parts) > 3:
+            tune["space"].setdefault(parts[2], {})[".".join(parts[3:])] = text
+            continue
+        tuning = [entry for entry in tune["space"].values() if entry]
+        if not tuning:
+            raise ConfigError(f"{key}={text}: no search space in tune.space tunes anything")
+        for entry in tuning:
+            entry[key] = text
+    return tune, rest
 
 
 def _text(value: Any) -> str:

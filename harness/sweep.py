@@ -56,28 +56,61 @@ def _key(override: str) -> str:
 TUNING_SWEEPER = "hydra_plugins.harness_sweeper.tuning_sweeper.TuningSweeper"
 
 
+def _sweep_overrides(config: DictConfig) -> list:
+    """The sweep's overrides, parsed: preset `hydra.sweeper.params` first, then the command
+    line's (which replace an axis of the same key)."""
+    params = config.hydra.sweeper.get("params") or {}
+    arguments = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
+    return OverridesParser.create().parse_overrides(arguments)
+
+
+def tuning_protocol(config: DictConfig) -> tuple[dict[str, Any], list]:
+    """A tuning study's checked protocol (its `tune` node with the command line's search ranges,
+    harness.search) and the sweep's other overrides; ConfigError (one line) if it cannot run."""
+    from harness.search import check_protocol, with_command_line_spaces
+
+    node = config.get("tune")
+    if node is None:
+        check_protocol(None)
+    tune, rest = with_command_line_spaces(
+        OmegaConf.to_container(node, resolve=True), _sweep_overrides(config)
+    )
+    check_protocol(tune)
+    return tune, rest
+
+
 def sweep_jobs(config: DictConfig) -> list[list[str]]:
     """The overrides of every job of the sweep `config` describes, as Hydra's basic sweeper
     expands them (preset `hydra.sweeper.params` first, command-line overrides replacing axes);
     for a tuning study (hydra/sweeper=tune), every trial of every combination of those axes."""
-    params = config.hydra.sweeper.get("params") or {}
-    arguments = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
-    overrides = OverridesParser.create().parse_overrides(arguments)
-    jobs = [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
     if config.hydra.sweeper.get("_target_") != TUNING_SWEEPER:
-        return jobs
-    from harness.search import check_protocol, tuning_jobs
+        overrides = _sweep_overrides(config)
+        if any(o.is_interval_sweep() for o in overrides):
+            raise ConfigError(
+                "interval(...) is a range to search, not a grid axis: tune it with "
+                "hydra/sweeper=tune (as experiment=course_tune does) or the Optuna sweeper"
+            )
+        return [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+    from harness.search import tuning_jobs
 
-    tune = config.get("tune")
-    check_protocol(None if tune is None else OmegaConf.to_container(tune, resolve=True))
-    return tuning_jobs(jobs, config.tune, config.hydra.runtime.choices.get("optimizer"))
+    tune, overrides = tuning_protocol(config)
+    jobs = [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+    return tuning_jobs(jobs, tune, config.hydra.runtime.choices.get("optimizer"))
 
 
 def planned_runs(config: DictConfig) -> int:
     """How many runs the sweep `config` describes: its jobs, or for a sweeper that decides
-    its trials as it goes (Hydra's Optuna sweeper), its number of trials."""
+    its trials as it goes (Hydra's Optuna sweeper), its number of trials (checked, with the
+    search spaces it reads from `tune`, before anything is written)."""
     if str(config.hydra.sweeper.get("_target_", "")).endswith("OptunaSweeper"):
-        return int(config.hydra.sweeper.n_trials)
+        from harness.search import check_protocol
+
+        if config.get("tune") is not None:
+            check_protocol(OmegaConf.to_container(config.tune, resolve=True))
+        n_trials = config.hydra.sweeper.n_trials
+        if not isinstance(n_trials, int) or isinstance(n_trials, bool) or n_trials < 1:
+            raise ConfigError(f"hydra.sweeper.n_trials must be an integer >= 1, got {n_trials!r}")
+        return n_trials
     return len(sweep_jobs(config))
 
 

@@ -120,6 +120,27 @@ SWEEP_CASES = {
         ],
         "a log-scale interval needs bounds > 0",
     ),
+    "search range on the command line with a negative bound": (
+        [
+            "experiment=course_tune",
+            "model=net1",
+            "optimizer=sgd",
+            "optimizer.lr=tag(log, interval(-1.0, 3.0))",
+        ],
+        "a log-scale interval needs bounds > 0",
+    ),
+    "search range in a grid sweep": (
+        ["optimizer.lr=interval(0.1, 1.0)"],
+        "interval(...) is a range to search, not a grid axis",
+    ),
+    "Optuna study with a budget of 0": (
+        ["experiment=tune_tpe", "model=net1", "optimizer=sgd", "tune.budget=0"],
+        "tune.budget (trials per combination) must be an integer >= 1, got 0",
+    ),
+    "Optuna study with no trials": (
+        ["experiment=tune_tpe", "model=net1", "optimizer=sgd", "hydra.sweeper.n_trials=0"],
+        "hydra.sweeper.n_trials must be an integer >= 1, got 0",
+    ),
     "unknown search method": (
         ["experiment=course_tune", "model=net1", "optimizer=sgd", "tune.method=bayes"],
         "tune.method must be one of random, grid, got 'bayes'",

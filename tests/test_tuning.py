@@ -7,11 +7,21 @@ import math
 
 import pandas as pd
 import pytest
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
 
-from conftest import run_cli
+from conftest import compose_config, hydra_context, run_cli
 from harness.errors import ConfigError
 from harness.results import RUN_FILE, RUNS_TABLE
-from harness.search import Dimension, check_protocol, search_space, trials, tuning_jobs
+from harness.search import (
+    Dimension,
+    check_protocol,
+    search_space,
+    trials,
+    tuning_jobs,
+    with_command_line_spaces,
+)
+from harness.sweep import sweep_jobs
 
 LOG_LR = "tag(log, interval(1.0e-4, 3.0))"
 PROTOCOL = {
@@ -105,6 +115,42 @@ def test_a_protocol_that_cannot_run_is_one_config_error(protocol, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         check_protocol(protocol)
         search_space(protocol, "sgd")
+
+
+def test_a_range_on_the_command_line_is_a_search_space_not_an_axis():
+    parse = OverridesParser.create().parse_overrides
+    overrides = parse(
+        [
+            "optimizer=sgd,adam",
+            "optimizer.lr=tag(log, interval(1e-5, 1e-3))",
+            "tune.space.momentum.optimizer.momentum=interval(0.8, 0.9)",
+        ]
+    )
+    tune, rest = with_command_line_spaces(PROTOCOL, overrides)
+    assert [o.key_or_group for o in rest] == ["optimizer"]  # the grid axis stays an axis
+    space = tune["space"]
+    # Every space that tunes something gets the range; YellowFin's empty space stays empty.
+    assert space["default"] == {"optimizer.lr": "tag(log, interval(1e-5, 1e-3))"}
+    assert space["momentum"] == {
+        "optimizer.lr": "tag(log, interval(1e-5, 1e-3))",
+        "optimizer.momentum": "interval(0.8, 0.9)",
+    }
+    assert space["yellowfin"] == {}
+    assert PROTOCOL["space"]["default"] == {"optimizer.lr": LOG_LR}  # the input is not changed
+
+
+def test_a_tuning_sweep_draws_its_trials_from_the_command_lines_range():
+    with hydra_context():
+        cfg = compose_config(["experiment=course_tune"], return_hydra_config=True)
+        # As Hydra records `harness-train -m experiment=course_tune optimizer.lr=...`.
+        task = [*cfg.hydra.overrides.task, "optimizer.lr=tag(log, interval(1e-5, 1e-3))"]
+        OmegaConf.set_readonly(cfg.hydra.overrides, False)
+        cfg.hydra.overrides.task = task
+        jobs = sweep_jobs(cfg)
+    assert len(jobs) == 273  # the budget per combination is the preset's
+    tuned = [job for job in jobs if "optimizer=yellowfin" not in job]
+    assert all(1e-5 <= lr_of(job) <= 1e-3 for job in tuned)
+    assert not any(o.startswith("optimizer.lr=") for j in jobs if j not in tuned for o in j)
 
 
 def _runs(folder) -> pd.DataFrame:

@@ -37,29 +37,24 @@ class TuningSweeper(Sweeper):
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
     ) -> None:
-        from harness.search import check_protocol
+        from harness.sweep import tuning_protocol
 
         self.config, self.hydra_context = config, hydra_context
-        check_protocol(self._tune())  # bad input stops here, before the sweep folder exists
+        tuning_protocol(config)  # bad input stops here, before the sweep folder exists
         self.launcher = Plugins.instance().instantiate_launcher(
             hydra_context=hydra_context, task_function=task_function, config=config
         )
 
-    def _tune(self) -> dict | None:
-        assert self.config is not None
-        node = self.config.get("tune")
-        return None if node is None else OmegaConf.to_container(node, resolve=True)
-
     def sweep(self, arguments: list[str]) -> Any:
         from harness.search import PROTOCOL_FILE, tuned_keys
-        from harness.sweep import sweep_jobs
+        from harness.sweep import sweep_jobs, tuning_protocol
 
         assert self.config is not None and self.launcher is not None
         jobs = sweep_jobs(self.config)
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
-        tune = self._tune()
+        tune, _ = tuning_protocol(self.config)
         protocol = {**tune, "tuned_keys": tuned_keys(tune), "axes": self.params, "jobs": len(jobs)}
         (sweep_dir / PROTOCOL_FILE).write_text(json.dumps(protocol, indent=2, default=str))
         log.info(
