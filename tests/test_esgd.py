@@ -200,6 +200,107 @@ def test_offspring_carry_their_parents_and_are_evaluated(problem):
         assert child.fitness == pytest.approx(fitness, rel=1e-6)
 
 
+# --- the population's initialisation, the one-parent operator and the offspring's warm steps --
+
+
+def initial_tensors(problem, seed: int = 0) -> list[list[torch.Tensor]]:
+    population = problem.initial(torch.Generator().manual_seed(seed))
+    return [[p.detach().clone() for p in i.model.parameters()] for i in population]
+
+
+def test_the_default_initial_population_is_independent_draws_as_before(problem):
+    """The committed studies drew each individual from the init stream in turn: still so."""
+    generator = torch.Generator().manual_seed(0)
+    drawn = [problem.new_model(generator) for _ in range(problem.settings.population)]
+    for model, tensors in zip(drawn, initial_tensors(problem), strict=True):
+        assert all(torch.equal(p, t) for p, t in zip(model.parameters(), tensors, strict=True))
+    first, second = initial_tensors(problem)[:2]
+    assert not torch.equal(first[0], second[0])
+
+
+def test_a_shared_initialisation_gives_identical_initial_networks(mnist_dir):
+    shared = initial_tensors(build_study(tiny_cfg("esgd.population_init=shared")))
+    assert len(shared) == 4
+    for other in shared[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(shared[0], other, strict=True))
+    jittered = initial_tensors(
+        build_study(tiny_cfg("esgd.population_init=jitter", "esgd.population_init_std=0.01"))
+    )
+    for individual in jittered:  # the shared draw plus N(0, 0.01^2) of its own
+        noise = individual[0] - shared[0][0]
+        assert noise.std().item() == pytest.approx(0.01, rel=0.05)
+    assert not torch.equal(jittered[0][0], jittered[1][0])
+
+
+def test_a_one_parent_child_with_sigma_zero_is_an_exact_copy_of_its_parent(mnist_dir):
+    problem = build_study(tiny_cfg("esgd.parents=1", "esgd.mutation_std=0"))
+    population = problem.initial(torch.Generator().manual_seed(0))
+    by_uid = {i.uid: i for i in population}
+    children = methods.offspring(
+        problem, population, 1, itertools.count(100), torch.Generator().manual_seed(0)
+    )
+    assert len({c.parents for c in children}) > 1  # not one parent copied again and again
+    for child in children:
+        parent = by_uid[child.parents[0]]
+        pairs = list(zip(child.model.parameters(), parent.model.parameters(), strict=True))
+        assert all(torch.equal(c, p) for c, p in pairs)
+        assert child.fitness == parent.fitness
+    with torch.no_grad():  # a copy, not the parent's tensors
+        next(children[0].model.parameters()).add_(1.0)
+    parent = by_uid[children[0].parents[0]]
+    assert not torch.equal(next(children[0].model.parameters()), next(parent.model.parameters()))
+
+
+def test_warm_steps_are_counted_in_the_compute(mnist_dir, monkeypatch):
+    """Every model-step trained, SGD phases and offspring warm steps alike, adds up to the
+    budget mu x K x K_s; with W > 0 the offspring do train W steps each per generation."""
+    steps: list[tuple[int, int]] = []  # (models trained together, steps)
+    train = Trainer.train
+
+    def counting(self, n):
+        steps.append((len(self.optimizers), n))
+        train(self, n)
+
+    monkeypatch.setattr(Trainer, "train", counting)
+    for warm in (0, 1):
+        # mu 4, lambda 8: W = 1 costs 8 model-steps, two fewer steps of each SGD phase
+        problem = build_study(tiny_cfg("esgd.offspring=8", f"esgd.offspring_sgd_steps={warm}"))
+        s = problem.settings
+        steps.clear()
+        rows = pd.DataFrame(methods.esgd(problem, seed=0))
+        assert sum(k * n for k, n in steps) == s.population * s.generations * s.sgd_steps
+        warm_steps = sum(n for k, n in steps if k == s.offspring)
+        assert warm_steps == warm * s.generations
+        assert sum(n for k, n in steps if k == s.population) == (s.sgd_steps - 2 * warm) * 3
+        children = rows[rows["offspring"]]
+        assert (children["optimizer"] != "").all() == bool(warm)  # their parent's plan
+    no_evolution = build_study(tiny_cfg("esgd.offspring=8", "esgd.offspring_sgd_steps=1"))
+    steps.clear()
+    methods.esgd(no_evolution, seed=0, evolve=False)  # no offspring: the SGD phase is whole
+    assert steps and all(k == 4 for k, _ in steps) and sum(n for _, n in steps) == 18
+
+
+def test_committed_studies_are_recognised_under_todays_defaults(mnist_dir):
+    """results/esgd/<net> ran before these settings existed: today's defaults are their
+    study (so they resume and render again); a variant is another study."""
+    for net, extra in (("net2", []), ("net3", ["model=net3", "device=cuda"])):
+        record = json.loads((REPO / "results" / "esgd" / net / "esgd.json").read_text())
+        root = record["config"]["data"]["root"]
+        today = compose_config(["experiment=esgd", f"data.root={root}", *extra])
+        assert study_id(OmegaConf.to_container(today, resolve=True)) == study_id(
+            record["config"]
+        ), net
+        for variant in (
+            "esgd.population_init=shared",
+            "esgd.offspring_sgd_steps=1",
+            "esgd.population_init=jitter",
+        ):
+            other = compose_config(["experiment=esgd", f"data.root={root}", *extra, variant])
+            assert study_id(OmegaConf.to_container(other, resolve=True)) != study_id(
+                record["config"]
+            ), variant
+
+
 # --- fitness: the held-out training split, never the test set ---------------------------------
 
 
@@ -320,6 +421,31 @@ BAD = {
         "esgd pool: adam (lr=0.0003, momentum=0.5; constant) cannot be built",
     ),
     "integer of the wrong type": (["esgd.generations=2.5"], "esgd.generations must be an integer"),
+    "unknown initialisation": (
+        ["esgd.population_init=random"],
+        "esgd.population_init must be one of independent, shared, jitter; got 'random'",
+    ),
+    "jitter without its std": (
+        ["esgd.population_init=jitter"],
+        "esgd.population_init_std must be > 0 with esgd.population_init=jitter and 0 otherwise; "
+        "got 0.0 with jitter",
+    ),
+    "an init std unused": (
+        ["esgd.population_init=shared", "esgd.population_init_std=0.1"],
+        "got 0.1 with shared",
+    ),
+    "negative warm steps": (
+        ["esgd.offspring_sgd_steps=-1"],
+        "esgd.offspring_sgd_steps must be >= 0, got -1",
+    ),
+    "warm steps not shared out": (
+        ["esgd.offspring=3", "esgd.offspring_sgd_steps=1"],
+        "the offspring's 3 warm steps per generation (K_v x lambda x W) come out of the SGD",
+    ),
+    "warm steps eating the SGD phase": (
+        ["esgd.offspring_sgd_steps=6"],
+        "the offspring's 24 warm steps per generation",
+    ),
 }
 
 

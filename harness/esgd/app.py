@@ -40,6 +40,12 @@ log = logging.getLogger(__name__)
 PROG = "harness-train"
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 RECORD = "esgd.json"  # the study's config, wall times and package versions
+# Settings added after studies were committed, with the values those studies ran with
+UNRECORDED = {
+    "population_init": "independent",
+    "population_init_std": 0.0,
+    "offspring_sgd_steps": 0,
+}
 
 
 def build_study(cfg: DictConfig) -> Study:
@@ -65,13 +71,16 @@ def build_study(cfg: DictConfig) -> Study:
 
 def current_form(config: dict) -> dict:
     """A study's (resolved) config as it reads since fitness moved to the validation split,
-    changed in place: the preset's placeholder `esgd.fitness_size: null` left out, and a study
+    changed in place: settings added since it was recorded given the values it ran with
+    (`UNRECORDED`), the preset's placeholder `esgd.fitness_size: null` left out, and a study
     recorded with `esgd.fitness_size` read as `data.val_size` where the two hold out the same
     examples. Its split was drawn first, with a generator of its own seeded 0, from the training
     data; with all of MNIST's training and test data and `data.subset_seed` 0 that is the draw
     `data.val_size` makes now (tests/test_esgd.py checks it), so such a study resumes. Any other
     keeps its fitness_size, which no current config has: it does not."""
     esgd, data = config.get("esgd", {}), config.get("data", {})
+    for key, value in UNRECORDED.items():  # a study recorded before they existed ran with these
+        esgd.setdefault(key, value)
     if esgd.get("fitness_size") is None:
         esgd.pop("fitness_size", None)
     elif (

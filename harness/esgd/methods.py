@@ -4,7 +4,8 @@ Compute is counted in mini-batch steps x models (one forward and backward of one
 mini-batch); fitness and test evaluations are not counted. Every method gets mu * K * K_s:
 
 * ``esgd``: mu individuals, K generations of an SGD phase (K_s steps each, back-off) and an
-  evolution phase;
+  evolution phase (with ``offspring_sgd_steps`` W > 0, every offspring takes W steps before it
+  is evaluated, and every SGD phase is K_v * lambda * W / mu steps shorter to pay for them);
 * ``esgd_no_evolution``: the same without the evolution phase (plans still re-drawn every
   generation, back-off kept);
 * ``population``: mu independent networks, each with one plan drawn once for its K * K_s steps
@@ -21,6 +22,7 @@ same compute as an ESGD generation.
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import logging
 import math
@@ -72,7 +74,16 @@ class Study:
     batch_size: int
 
     def initial(self, generator: torch.Generator) -> list[Individual]:
-        models = [self.new_model(generator) for _ in range(self.settings.population)]
+        """The mu initial networks, as `settings.population_init` says, evaluated."""
+        s = self.settings
+        if s.population_init == "independent":
+            models = [self.new_model(generator) for _ in range(s.population)]
+        else:  # shared, or jitter: one draw, every individual a copy (plus noise)
+            first = self.new_model(generator)
+            models = [copy.deepcopy(first) for _ in range(s.population)]
+            if s.population_init == "jitter":
+                for model in models:
+                    mutate(model, s.population_init_std, generator)
         fitness = self.evaluate(models)[0]
         return [Individual(k, m, f) for k, (m, f) in enumerate(zip(models, fitness, strict=True))]
 
@@ -143,20 +154,35 @@ class Log:
         )
 
 
+def mutate(model: MLP, std: float, generator: torch.Generator) -> None:
+    """Add N(0, std^2) noise to every weight of `model` (see operators.recombine)."""
+    tensors = recombine([list(model.parameters())], std, generator)
+    with torch.no_grad():
+        for parameter, tensor in zip(model.parameters(), tensors, strict=True):
+            parameter.copy_(tensor)
+
+
 def sgd_phase(
-    study: Study, population: list[Individual], plans: list[Plan], batches, generation: int
+    study: Study,
+    population: list[Individual],
+    plans: list[Plan],
+    batches,
+    generation: int,
+    steps: int | None = None,
 ) -> dict[int, int]:
-    """Train every individual K_s steps with its plan (its schedule at this generation's stretch
-    of the run); every `backoff_every` steps, an individual whose fitness rose is restored to
-    the previous check. Returns the back-offs by uid."""
+    """Train every individual `steps` (default K_s) with its plan (its schedule at this
+    generation's stretch of a run of K x `steps`); every `backoff_every` steps (and at the end),
+    an individual whose fitness rose is restored to the previous check. Returns the back-offs by
+    uid."""
     s = study.settings
+    steps = steps or s.sgd_steps
     models = [i.model for i in population]
-    start = (generation - 1) * s.sgd_steps
-    trainer = Trainer(models, plans, study.pool, s.steps, study.split, batches, start)
+    start = (generation - 1) * steps
+    trainer = Trainer(models, plans, study.pool, s.generations * steps, study.split, batches, start)
     backoffs = dict.fromkeys((i.uid for i in population), 0)
-    for _ in range(s.sgd_steps // s.backoff_every):
+    for check in range(0, steps, s.backoff_every):
         snapshot = trainer.snapshot()
-        trainer.train(s.backoff_every)
+        trainer.train(min(s.backoff_every, steps - check))
         for k, (individual, fitness) in enumerate(zip(population, trainer.fitness(), strict=True)):
             if fitness <= individual.fitness:
                 individual.fitness = fitness
@@ -167,9 +193,15 @@ def sgd_phase(
 
 
 def offspring(
-    study: Study, population: list[Individual], born: int, uids, generator: torch.Generator
+    study: Study,
+    population: list[Individual],
+    born: int,
+    uids,
+    generator: torch.Generator,
+    warm: Callable[[list[Individual]], None] | None = None,
 ) -> list[Individual]:
-    """lambda offspring of `population` (see operators.recombine), their fitness evaluated."""
+    """lambda offspring of `population` (see operators.recombine), trained by `warm` (the
+    warm steps, if any), their fitness evaluated."""
     s = study.settings
     children = []
     for picked in choose_parents(len(population), s.offspring, s.parents, generator):
@@ -183,10 +215,35 @@ def offspring(
                 parameter.copy_(tensor)
         lineage = tuple(p.uid for p in parents)
         children.append(Individual(next(uids), model, math.nan, lineage, born))
+    if warm:
+        warm(children)
     fitness = study.evaluate([c.model for c in children])[0]
     for child, value in zip(children, fitness, strict=True):
         child.fitness = value
     return children
+
+
+def warm_up(
+    study: Study,
+    children: list[Individual],
+    plans: dict[int, Plan],
+    batches,
+    steps: int,
+    phase: int,
+    generation: int,
+) -> None:
+    """Train `children` `steps` SGD steps each (together, on the run's shared mini-batches),
+    each with its first parent's plan (by uid in `plans`, where the children's are added) and
+    fresh optimizer state, at the schedule's position where this generation's SGD phase of
+    `phase` steps began."""
+    if not steps:
+        return
+    inherited = [plans[c.parents[0]] for c in children]
+    models = [c.model for c in children]
+    s = study.settings
+    start, span = (generation - 1) * phase, s.generations * phase
+    Trainer(models, inherited, study.pool, span, study.split, batches, start).train(steps)
+    plans.update({c.uid: plan for c, plan in zip(children, inherited, strict=True)})
 
 
 def esgd(study: Study, seed: int, evolve: bool = True) -> list[dict]:
@@ -195,15 +252,29 @@ def esgd(study: Study, seed: int, evolve: bool = True) -> list[dict]:
     population = study.initial(rng["init"])
     log.generation(0, population, {}, population)
     uids = itertools.count(len(population))
-    batches = study.batches(s.steps, rng["order"])
+    warm_steps = s.offspring_sgd_steps if evolve else 0
+    # the offspring's warm steps come out of the SGD phases (the budget stays mu x K x K_s);
+    # they step on the same sequence of mini-batches
+    phase = s.sgd_steps - s.evolution_steps * s.offspring * warm_steps // s.population
+    per_generation = phase + s.evolution_steps * warm_steps
+    batches = study.batches(s.generations * per_generation, rng["order"])
     for generation in range(1, s.generations + 1):
         plans = [study.pool.sample(rng["plans"]) for _ in population]
         start = {i.uid: i.fitness for i in population}
-        backoffs = sgd_phase(study, population, plans, batches, generation)
+        backoffs = sgd_phase(study, population, plans, batches, generation, phase)
         trained = {i.uid: plan for i, plan in zip(population, plans, strict=True)}
         candidates = list(population)
+        warm = functools.partial(
+            warm_up,
+            study,
+            plans=trained,
+            batches=batches,
+            steps=warm_steps,
+            phase=phase,
+            generation=generation,
+        )
         for _ in range(s.evolution_steps if evolve else 0):
-            children = offspring(study, population, generation, uids, rng["evolution"])
+            children = offspring(study, population, generation, uids, rng["evolution"], warm)
             candidates += children
             everyone = population + children
             chosen = select([i.fitness for i in everyone], s.population, s.elite, rng["evolution"])

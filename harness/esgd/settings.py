@@ -8,7 +8,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.errors import ConfigError
 from harness.stacked_model import MLP_TARGET
-from harness.validate import require_int, require_number
+from harness.validate import require_choice, require_int, require_number
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,9 @@ class Settings:
     parents: int  # rho: parents averaged into one offspring
     mutation_std: float  # sigma of the Gaussian added to every offspring weight
     top_k: int  # the best k individuals whose range Table 1 shows
+    population_init: str  # independent (a draw each), shared (one draw), jitter (one + noise)
+    population_init_std: float  # jitter: std of the Gaussian added to each individual's weights
+    offspring_sgd_steps: int  # W: SGD steps of every offspring before it is evaluated
     repeats: int  # seeds seed, seed + 1, ...: every method runs once per seed
     methods: tuple[str, ...]
     pool: DictConfig  # name -> {optimizer: partial config, ranges: {hyper-parameter: [lo, hi]}}
@@ -35,6 +38,7 @@ class Settings:
 
 
 METHODS = ("single", "population", "esgd_no_evolution", "esgd")
+INITS = ("independent", "shared", "jitter")
 
 
 def _positive(node: DictConfig, key: str, minimum: int = 1) -> int:
@@ -52,6 +56,18 @@ def _ranges(name: str, entry: DictConfig) -> None:
             if 0 < low <= high:
                 continue
         raise ConfigError(f"{where} must be [low, high] with 0 < low <= high, got {bounds}")
+
+
+def _population_init(node: DictConfig) -> tuple[str, float]:
+    init = node.get("population_init")
+    require_choice(init, "esgd.population_init", INITS)
+    std = require_number(node.get("population_init_std"), "esgd.population_init_std")
+    if (init == "jitter") != (std > 0) or std < 0:
+        raise ConfigError(
+            "esgd.population_init_std must be > 0 with esgd.population_init=jitter and 0 "
+            f"otherwise; got {std} with {init}"
+        )
+    return init, float(std)
 
 
 def settings(cfg: DictConfig) -> Settings:
@@ -94,6 +110,16 @@ def settings(cfg: DictConfig) -> Settings:
         raise ConfigError(f"esgd.top_k ({top_k}) must be at most esgd.population ({population})")
     if require_number(node.get("mutation_std"), "esgd.mutation_std") < 0:
         raise ConfigError(f"esgd.mutation_std must be >= 0, got {node.mutation_std}")
+    init, init_std = _population_init(node)
+    evolution_steps, offspring = _positive(node, "evolution_steps"), _positive(node, "offspring")
+    warm = _positive(node, "offspring_sgd_steps", minimum=0)
+    warm_compute = evolution_steps * offspring * warm
+    if warm_compute % population or warm_compute // population >= sgd_steps:
+        raise ConfigError(
+            f"esgd.offspring_sgd_steps: the offspring's {warm_compute} warm steps per generation "
+            f"(K_v x lambda x W) come out of the SGD phase: they must be a multiple of "
+            f"esgd.population ({population}) and below population x sgd_steps"
+        )
     methods = tuple(node.get("methods") or ())
     unknown = [m for m in methods if m not in METHODS]
     if not methods or unknown:
@@ -108,15 +134,18 @@ def settings(cfg: DictConfig) -> Settings:
         raise ConfigError("esgd.schedules must name at least one schedule")
     return Settings(
         population=population,
-        offspring=_positive(node, "offspring"),
+        offspring=offspring,
         elite=elite,
         generations=_positive(node, "generations"),
         sgd_steps=sgd_steps,
         backoff_every=backoff_every,
-        evolution_steps=_positive(node, "evolution_steps"),
+        evolution_steps=evolution_steps,
         parents=parents,
         mutation_std=float(node.mutation_std),
         top_k=top_k,
+        population_init=init,
+        population_init_std=init_std,
+        offspring_sgd_steps=warm,
         repeats=_positive(node, "repeats"),
         methods=methods,
         pool=node.pool,
