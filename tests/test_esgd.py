@@ -251,6 +251,52 @@ def test_a_one_parent_child_with_sigma_zero_is_an_exact_copy_of_its_parent(mnist
     assert not torch.equal(next(children[0].model.parameters()), next(parent.model.parameters()))
 
 
+def test_alignment_undoes_a_permutation_of_hidden_units_and_keeps_the_function(mnist_dir):
+    """net3's three hidden layers, each shuffled: align() finds the reference's order again,
+    the aligned network computes what it did, and the aligned mean of a network and its
+    shuffled copy is the network (the plain mean is not)."""
+    problem = build_study(tiny_cfg("model=net3", "esgd.recombination=aligned_mean"))
+    model = problem.new_model(torch.Generator().manual_seed(0))
+    reference = [p.detach().clone() for p in model.parameters()]
+    g = torch.Generator().manual_seed(1)
+    perms = [torch.randperm(len(b), generator=g) for b in reference[1:-2:2]]
+    shuffled, previous = [], slice(None)
+    for layer, (w, b) in enumerate(zip(reference[0::2], reference[1::2], strict=True)):
+        rows = perms[layer] if layer < len(perms) else slice(None)
+        shuffled += [w[rows][:, previous], b[rows]]
+        previous = rows
+    assert not torch.equal(shuffled[0], reference[0])
+    aligned = operators.align(reference, shuffled)
+    assert all(torch.equal(a, r) for a, r in zip(aligned, reference, strict=True))
+    other = copy.deepcopy(model)
+    with torch.no_grad():
+        for p, t in zip(other.parameters(), shuffled, strict=True):
+            p.copy_(t)
+    x = problem.split.x_fit[:50]
+    torch.testing.assert_close(other(x), model(x), rtol=1e-5, atol=1e-6)  # the same function
+    child = operators.recombine([reference, aligned], 0.0, g)
+    assert all(torch.equal(c, r) for c, r in zip(child, reference, strict=True))
+    plain = operators.recombine([reference, shuffled], 0.0, g)
+    assert not torch.equal(plain[0], reference[0])
+
+
+def test_aligned_offspring_of_two_copies_of_one_network_are_their_first_parent(mnist_dir):
+    problem = build_study(tiny_cfg("esgd.recombination=aligned_mean", "esgd.mutation_std=0"))
+    population = problem.initial(torch.Generator().manual_seed(0))[:2]
+    g = torch.Generator().manual_seed(2)
+    perm = torch.randperm(100, generator=g)  # net2: one hidden layer of 100 units, shuffled
+    first = [p.detach().clone() for p in population[0].model.parameters()]
+    shuffled = [first[0][perm], first[1][perm], first[2][:, perm], first[3]]
+    with torch.no_grad():
+        for p, t in zip(population[1].model.parameters(), shuffled, strict=True):
+            p.copy_(t)
+    children = methods.offspring(problem, population, 1, itertools.count(9), g)
+    assert {c.parents[0] for c in children} == {0, 1}  # both orders of the units
+    for child in children:
+        parent = population[child.parents[0]].model.parameters()
+        assert all(torch.equal(c, p) for c, p in zip(child.model.parameters(), parent, strict=True))
+
+
 def test_warm_steps_are_counted_in_the_compute(mnist_dir, monkeypatch):
     """Every model-step trained, SGD phases and offspring warm steps alike, adds up to the
     budget mu x K x K_s; with W > 0 the offspring do train W steps each per generation."""
@@ -294,6 +340,7 @@ def test_committed_studies_are_recognised_under_todays_defaults(mnist_dir):
             "esgd.population_init=shared",
             "esgd.offspring_sgd_steps=1",
             "esgd.population_init=jitter",
+            "esgd.recombination=aligned_mean",
         ):
             other = compose_config(["experiment=esgd", f"data.root={root}", *extra, variant])
             assert study_id(OmegaConf.to_container(other, resolve=True)) != study_id(
@@ -433,6 +480,10 @@ BAD = {
     "an init std unused": (
         ["esgd.population_init=shared", "esgd.population_init_std=0.1"],
         "got 0.1 with shared",
+    ),
+    "unknown recombination": (
+        ["esgd.recombination=median"],
+        "esgd.recombination must be one of mean, aligned_mean; got 'median'",
     ),
     "negative warm steps": (
         ["esgd.offspring_sgd_steps=-1"],

@@ -29,7 +29,7 @@ from harness.esgd import figures, tables
 from harness.esgd.data import split_data
 from harness.esgd.methods import Study, run_seed
 from harness.esgd.pool import Pool
-from harness.esgd.settings import settings
+from harness.esgd.settings import UNRECORDED, settings
 from harness.problems import problem_of
 from harness.problems.classification import Classification
 from harness.results import atomic_write_bytes, config_hash, write_table
@@ -40,12 +40,6 @@ log = logging.getLogger(__name__)
 PROG = "harness-train"
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 RECORD = "esgd.json"  # the study's config, wall times and package versions
-# Settings added after studies were committed, with the values those studies ran with
-UNRECORDED = {
-    "population_init": "independent",
-    "population_init_std": 0.0,
-    "offspring_sgd_steps": 0,
-}
 
 
 def build_study(cfg: DictConfig) -> Study:

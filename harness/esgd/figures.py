@@ -13,7 +13,8 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 from omegaconf import DictConfig
 
 from harness.esgd import tables as t
-from harness.report import BAND_ALPHA, STYLE, optimizer_color, optimizer_order, save_figure
+from harness.esgd.settings import UNRECORDED
+from harness.style import BAND_ALPHA, STYLE, optimizer_color, optimizer_order, save_figure
 
 METHOD_COLORS = {
     "single": "#4d4d4d",
@@ -150,6 +151,12 @@ def _held_out(cfg: DictConfig) -> int:
     return cfg.esgd.get("fitness_size") or cfg.data.get("val_size")
 
 
+def _variant(e: DictConfig) -> str:
+    """The settings where a study differs from the committed ones (none: "")."""
+    changed = [f"{k}={e.get(k, v)}" for k, v in UNRECORDED.items() if e.get(k, v) != v]
+    return "".join(f", {c}" for c in changed)
+
+
 def summary_markdown(tables: dict[str, pd.DataFrame], cfg: DictConfig, record: dict) -> str:
     """summary.md of a study: its settings, compute and wall time (`record`: esgd.json), and
     its tables."""
@@ -161,7 +168,8 @@ def summary_markdown(tables: dict[str, pd.DataFrame], cfg: DictConfig, record: d
         "",
         f"mu={e.population}, lambda={e.offspring}, m={e.elite}, K={e.generations}, "
         f"K_s={e.sgd_steps} (back-off check every {e.backoff_every}), K_v={e.evolution_steps}, "
-        f"rho={e.parents}, sigma={e.mutation_std}; pool: {', '.join(e.pool)}; schedules: "
+        f"rho={e.parents}, sigma={e.mutation_std}{_variant(e)}; pool: {', '.join(e.pool)}; "
+        "schedules: "
         f"{', '.join(e.schedules)}; batch {cfg.train.batch_size}; fitness on "
         f"{_held_out(cfg)} held-out training examples; seeds {', '.join(map(str, seeds))}.",
         f"Every method: {compute:,} mini-batch steps × models. {_wall_time(record)}",

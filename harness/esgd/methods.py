@@ -35,7 +35,7 @@ import torch
 
 from harness.engine import batch_indices
 from harness.esgd.data import Split
-from harness.esgd.operators import choose_parents, rank, recombine, select
+from harness.esgd.operators import align, choose_parents, rank, recombine, select
 from harness.esgd.pool import Plan, Pool
 from harness.esgd.settings import Settings
 from harness.esgd.trainer import Trainer, losses_and_errors
@@ -206,9 +206,10 @@ def offspring(
     children = []
     for picked in choose_parents(len(population), s.offspring, s.parents, generator):
         parents = [population[i] for i in picked]
-        tensors = recombine(
-            [list(p.model.parameters()) for p in parents], s.mutation_std, generator
-        )
+        tensors = [list(p.model.parameters()) for p in parents]
+        if s.recombination == "aligned_mean":  # every parent's units matched to the first's
+            tensors = tensors[:1] + [align(tensors[0], other) for other in tensors[1:]]
+        tensors = recombine(tensors, s.mutation_std, generator)
         model = copy.deepcopy(parents[0].model)  # the architecture; its weights are replaced
         with torch.no_grad():
             for parameter, tensor in zip(model.parameters(), tensors, strict=True):

@@ -9,6 +9,7 @@ import math
 from collections.abc import Sequence
 
 import torch
+from scipy.optimize import linear_sum_assignment
 
 
 def rank(fitness: Sequence[float]) -> list[int]:
@@ -48,6 +49,46 @@ def recombine(
             mean.add_(noise.to(mean.device), alpha=std)
         child.append(mean)
     return child
+
+
+@torch.no_grad()
+def align(
+    reference: Sequence[torch.Tensor], other: Sequence[torch.Tensor], rounds: int = 10
+) -> list[torch.Tensor]:
+    """`other`'s tensors (an MLP's weight and bias of every layer, in order) with the units of
+    every hidden layer permuted to match `reference`'s: the same function, now comparable unit
+    by unit (a mean of two unaligned networks mixes unrelated units).
+
+    Weight matching: each hidden layer's permutation maximises the summed inner products of
+    its units' incoming weights, biases and outgoing weights with the reference's (given the
+    neighbouring layers' permutations; scipy's linear_sum_assignment), layer after layer,
+    until no permutation changes or after `rounds` passes."""
+    weights, biases = list(other[0::2]), list(other[1::2])
+    ref_weights, ref_biases = reference[0::2], reference[1::2]
+    hidden = len(weights) - 1
+    perm = [torch.arange(len(b), device=b.device) for b in biases[:-1]]
+
+    def at(layer: int) -> torch.Tensor | slice:  # inputs and outputs are never permuted
+        return perm[layer] if 0 <= layer < hidden else slice(None)
+
+    for _ in range(rounds):
+        before = [p.clone() for p in perm]
+        for layer in range(hidden):
+            incoming = weights[layer][:, at(layer - 1)]
+            outgoing = weights[layer + 1][at(layer + 1)]
+            score = (
+                ref_weights[layer] @ incoming.T
+                + torch.outer(ref_biases[layer], biases[layer])
+                + ref_weights[layer + 1].T @ outgoing
+            )
+            _, cols = linear_sum_assignment(score.double().cpu().numpy(), maximize=True)
+            perm[layer] = torch.as_tensor(cols, device=score.device)
+        if all(torch.equal(a, b) for a, b in zip(before, perm, strict=True)):
+            break
+    aligned = []
+    for layer, (weight, bias) in enumerate(zip(weights, biases, strict=True)):
+        aligned += [weight[at(layer)][:, at(layer - 1)], bias[at(layer)]]
+    return aligned
 
 
 def select(

@@ -22,6 +22,7 @@ class Settings:
     evolution_steps: int  # K_v
     parents: int  # rho: parents averaged into one offspring
     mutation_std: float  # sigma of the Gaussian added to every offspring weight
+    recombination: str  # mean (of the parents' weights), aligned_mean (hidden units matched)
     top_k: int  # the best k individuals whose range Table 1 shows
     population_init: str  # independent (a draw each), shared (one draw), jitter (one + noise)
     population_init_std: float  # jitter: std of the Gaussian added to each individual's weights
@@ -39,6 +40,14 @@ class Settings:
 
 METHODS = ("single", "population", "esgd_no_evolution", "esgd")
 INITS = ("independent", "shared", "jitter")
+RECOMBINATIONS = ("mean", "aligned_mean")
+# Settings added after studies were committed, with the values those studies ran with
+UNRECORDED = {
+    "population_init": "independent",
+    "population_init_std": 0.0,
+    "offspring_sgd_steps": 0,
+    "recombination": "mean",
+}
 
 
 def _positive(node: DictConfig, key: str, minimum: int = 1) -> int:
@@ -110,6 +119,7 @@ def settings(cfg: DictConfig) -> Settings:
         raise ConfigError(f"esgd.top_k ({top_k}) must be at most esgd.population ({population})")
     if require_number(node.get("mutation_std"), "esgd.mutation_std") < 0:
         raise ConfigError(f"esgd.mutation_std must be >= 0, got {node.mutation_std}")
+    require_choice(node.get("recombination"), "esgd.recombination", RECOMBINATIONS)
     init, init_std = _population_init(node)
     evolution_steps, offspring = _positive(node, "evolution_steps"), _positive(node, "offspring")
     warm = _positive(node, "offspring_sgd_steps", minimum=0)
@@ -142,6 +152,7 @@ def settings(cfg: DictConfig) -> Settings:
         evolution_steps=evolution_steps,
         parents=parents,
         mutation_std=float(node.mutation_std),
+        recombination=node.recombination,
         top_k=top_k,
         population_init=init,
         population_init_std=init_std,
