@@ -597,6 +597,35 @@ def test_harness_report_draws_an_esgd_study_again(study, tmp_path):
     assert (tmp_path / "fitness.png").is_file() and (tmp_path / "esgd.json").is_file()
 
 
+def test_variants_put_studies_side_by_side(study, tmp_path):
+    from harness.esgd import tables, variants
+
+    folder, first = study
+    shared = execute(
+        tiny_cfg("esgd.repeats=2", "esgd.generations=2", "esgd.population_init=shared"),
+        tmp_path / "shared",
+    )
+    variants.main([str(folder), str(tmp_path / "shared"), "--out", str(tmp_path / "out")])
+    text = (tmp_path / "out" / "variants.md").read_text()
+    assert f"| {folder.name} (as committed) | 2 |" in text
+    assert "| shared (population_init=shared) | 2 |" in text
+    assert (tmp_path / "out" / "variants.png").is_file()
+    assert (
+        "ESGD − population baseline | 2 | " + tables.variants({"x": first})["Δ fitness"][0]
+        in (folder / "summary.md").read_text()
+    )
+    born = tables.birth(shared["individuals"])
+    assert len(born) == 2 * 2 * 4  # seeds x generations x lambda
+    child = born.iloc[0]
+    esgd = shared["individuals"][shared["individuals"]["method"] == "esgd"]
+    rows = esgd.set_index(["seed", "generation", "uid"])
+    row = rows.loc[(child.seed, child.generation, child.uid)]
+    parents = [
+        rows.loc[(child.seed, child.generation, int(u)), "fitness"] for u in row.parents.split("+")
+    ]
+    assert child.ratio == pytest.approx(row.fitness / (sum(parents) / len(parents)))
+
+
 def test_the_summary_names_the_held_out_size_of_old_and_new_records(study, tmp_path):
     folder, _ = study
     assert "fitness on 200 held-out training examples" in (folder / "summary.md").read_text()

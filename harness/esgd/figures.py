@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 from omegaconf import DictConfig
 
+from harness.analysis import t_interval
 from harness.esgd import tables as t
 from harness.esgd.settings import UNRECORDED
 from harness.style import BAND_ALPHA, STYLE, optimizer_color, optimizer_order, save_figure
@@ -117,6 +118,44 @@ def optimizer_figure(table6: pd.DataFrame, share: pd.DataFrame) -> Figure:
     return fig
 
 
+def variants_figure(studies: dict[str, dict[str, pd.DataFrame]]) -> Figure:
+    """Studies side by side: ESGD's best fitness minus the population baseline's, per seed
+    (points) with the mean ± 95 % CI; the share of new offspring among the m elite per
+    generation; and the offspring's fitness at birth over their parents' (median per
+    generation; 1: as good as their parents on average)."""
+    with matplotlib.rc_context(STYLE):
+        fig, (diff_ax, elite_ax, birth_ax) = _figure(3)
+        colors = matplotlib.colormaps["tab10"].colors
+        for k, (label, tables) in enumerate(studies.items()):
+            color = colors[k % len(colors)]
+            wide = tables[t.TABLE1].pivot(index="seed", columns="method")["fitness"]
+            diff = (wide["esgd"] - wide["population"]).dropna()
+            mean, half, _ = t_interval(diff.to_numpy())
+            jitter = np.linspace(-0.15, 0.15, len(diff))
+            diff_ax.scatter(k + jitter, diff, color=color, s=14, alpha=0.6)
+            diff_ax.errorbar(k + 0.3, mean, yerr=half, color=color, marker="o", capsize=3)
+            share = tables[t.OFFSPRING_SHARE].groupby("generation")["elite_offspring_share"]
+            elite_ax.plot(share.mean().index, 100 * share.mean(), color=color, marker=".")
+            ratio = t.birth(tables[t.INDIVIDUALS]).groupby("generation")["ratio"].median()
+            birth_ax.plot(ratio.index, ratio, color=color, marker=".", label=label)
+        diff_ax.axhline(0, color="black", linewidth=0.8)
+        diff_ax.set_xticks(range(len(studies)), [str(k + 1) for k in range(len(studies))])
+        diff_ax.set(xlabel="study (legend below)", ylabel="ESGD − population: best fitness")
+        diff_ax.set_title("paired by seed; bar: mean ± 95 % CI")
+        elite_ax.set(xlabel="generation", ylabel="new offspring among the m elite (%)")
+        elite_ax.set(ylim=(0, 100), title="Figure 2 analogue: mean over seeds")
+        birth_ax.axhline(1, color="black", linewidth=0.8)
+        birth_ax.set(xlabel="generation", ylabel="child's fitness / its parents' mean")
+        birth_ax.set_title("offspring at birth (median)")
+        _plain_log_y(birth_ax)
+        for ax in (elite_ax, birth_ax):
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        handles, labels = birth_ax.get_legend_handles_labels()
+        labels = [f"{k + 1}: {label}" for k, label in enumerate(labels)]
+        fig.legend(handles, labels, loc="outside lower center", ncols=2, frameon=False)
+    return fig
+
+
 def make_figures(tables: dict[str, pd.DataFrame]) -> dict[str, Figure]:
     top_k = int(tables[t.TABLE1]["topk"].max())
     figures = {"fitness": fitness_figure(tables[t.CURVES], top_k)}
@@ -125,13 +164,18 @@ def make_figures(tables: dict[str, pd.DataFrame]) -> dict[str, Figure]:
     return figures
 
 
+def write_figure(figure: Figure, stem: Path) -> list[Path]:
+    """`figure` as `stem`.png and `stem`.svg."""
+    paths = [stem.with_suffix(suffix) for suffix in (".png", ".svg")]
+    for path in paths:
+        save_figure(figure, path)
+    return paths
+
+
 def write_figures(tables: dict[str, pd.DataFrame], out_dir: Path) -> list[Path]:
-    written = []
-    for name, figure in make_figures(tables).items():
-        for suffix in (".png", ".svg"):
-            save_figure(figure, out_dir / f"{name}{suffix}")
-            written.append(out_dir / f"{name}{suffix}")
-    return written
+    return [
+        p for name, fig in make_figures(tables).items() for p in write_figure(fig, out_dir / name)
+    ]
 
 
 def _wall_time(record: dict) -> str:

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import t_interval
-from harness.report import markdown_table
+from harness.markdown import markdown_table
 from harness.results import write_table
 
 INDIVIDUALS, TABLE1, TABLE6, OFFSPRING_SHARE, CURVES = (
@@ -101,6 +101,58 @@ def offspring_share(individuals: pd.DataFrame, elite: int) -> pd.DataFrame:
     ).reset_index()
 
 
+def birth(individuals: pd.DataFrame) -> pd.DataFrame:
+    """ESGD's offspring at birth, one row each (seed, generation, uid): its fitness over the
+    mean of its parents' fitness after their SGD phase (`ratio`; < 1: better than its parents
+    on average), and whether it beats its best parent."""
+    esgd = individuals[(individuals["method"] == "esgd") & (individuals["generation"] > 0)]
+    fitness = esgd.set_index(["seed", "generation", "uid"])["fitness"]
+    children = esgd[esgd["offspring"]]
+    rows = []
+    for child in children.itertuples():
+        parents = [
+            fitness[(child.seed, child.generation, int(u))] for u in child.parents.split("+")
+        ]
+        rows.append(
+            {
+                "seed": child.seed,
+                "generation": child.generation,
+                "uid": child.uid,
+                "ratio": child.fitness / np.mean(parents),
+                "beats_best_parent": child.fitness < min(parents),
+            }
+        )
+    return pd.DataFrame(rows, columns=["seed", "generation", "uid", "ratio", "beats_best_parent"])
+
+
+def variants(studies: dict[str, dict[str, pd.DataFrame]]) -> pd.DataFrame:
+    """One row per study (its tables by name, under a label): ESGD's and the population
+    baseline's best fitness and test error, their difference paired by seed, and the offspring:
+    their shares among the selected and the m elite, their fitness at birth over their parents'
+    (median), how often they beat their better parent."""
+    rows = []
+    for label, tables in studies.items():
+        wide = tables[TABLE1].pivot(index="seed", columns="method")
+        diff = wide.xs("esgd", axis=1, level=1) - wide.xs("population", axis=1, level=1)
+        share, born = tables[OFFSPRING_SHARE], birth(tables[INDIVIDUALS])
+        rows.append(
+            {
+                "study": label,
+                "seeds": int(diff["fitness"].notna().sum()),
+                "population: fitness": _mean_ci(wide["fitness"]["population"]),
+                "ESGD: fitness": _mean_ci(wide["fitness"]["esgd"]),
+                "Δ fitness": _mean_ci(diff["fitness"]),
+                "Δ test error (points)": _mean_ci(diff["test_error"], 100, 2),
+                "seeds ESGD lower": int((diff["fitness"] < 0).sum()),
+                "offspring among selected (%)": f"{100 * share['offspring_share'].mean():.1f}",
+                "offspring among m elite (%)": f"{100 * share['elite_offspring_share'].mean():.1f}",
+                "child / parents' fitness (median)": f"{born['ratio'].median():.2f}",
+                "child beats better parent (%)": f"{100 * born['beats_best_parent'].mean():.1f}",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 # --- Markdown ----------------------------------------------------------------------------------
 
 
@@ -179,6 +231,12 @@ def offspring_share_markdown(share: pd.DataFrame) -> str:
         }
     )
     return markdown_table(frame)
+
+
+def variants_markdown(studies: dict[str, dict[str, pd.DataFrame]]) -> str:
+    """`variants` as Markdown: ESGD − population baseline paired by seed (mean ± 95 % CI);
+    shares are means over seeds and generations."""
+    return markdown_table(variants(studies), index=False)
 
 
 def write_tables(
