@@ -102,7 +102,7 @@ def per_cell(fair: str, tune: str, old: str) -> pd.DataFrame:
 
 
 def main() -> None:
-    from harness.report import markdown_table
+    from harness.markdown import markdown_table
 
     defaults = ["results/course", "results/course_tune", "results/course_test_selected"]
     fair, tune, old = [*sys.argv[1:], *defaults[len(sys.argv) - 1 :]][:3]

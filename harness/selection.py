@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness import analysis
 from harness.errors import ConfigError
+from harness.markdown import markdown_table
 from harness.results import RUNS_TABLE, flat_config, identity_config, identity_hash, load_runs
 
 RESOLVER = "tuned"
@@ -165,8 +166,6 @@ def selection_table(source: str, keys: list[str], phase_keys: list[str]) -> pd.D
 def write_selection(sweep_dir: Path, config: DictConfig) -> None:
     """Record in an evaluation sweep's folder what its `${tuned:...}` keys resolve to, and the
     rule: `selection.md`."""
-    from harness.report import markdown_table  # matplotlib: only when a selection is written
-
     raw = OmegaConf.to_container(config, resolve=False)
     raw.pop("hydra", None)
     keys = tuned_keys(raw)

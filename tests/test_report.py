@@ -15,8 +15,8 @@ import pytest
 from matplotlib.collections import PolyCollection
 from smoke_sweep import BATCH_64_LR, TARGET
 
-from conftest import SMALL_RUN, compose_config, hydra_context
-from harness import analysis, report
+from conftest import REPO, SMALL_RUN, compose_config, hydra_context
+from harness import analysis, report, style
 from harness.results import CURVES_TABLE, RUNS_TABLE, load_curves, load_runs
 
 
@@ -41,7 +41,7 @@ def xy(line) -> tuple[np.ndarray, np.ndarray]:
 def lines_by_color(ax) -> dict[str, list]:
     """The axes' lines with data (error-bar caps left out), keyed by the optimizer whose colour
     they have."""
-    names = {mcolors.to_hex(c): n for n, c in report.OPTIMIZER_COLORS.items()}
+    names = {mcolors.to_hex(c): n for n, c in style.OPTIMIZER_COLORS.items()}
     found = {}
     for line in ax.get_lines():
         if len(line.get_xdata()) == 0 or line.get_marker() in ("_", "|"):
@@ -189,7 +189,7 @@ def test_time_to_target_bars_are_the_fastest_configs(tables):
             np.testing.assert_allclose(widths, want)
             texts = [t.get_text().strip() for t in ax.texts]
             for name, c in zip(names, cost, strict=True):
-                lr = report._lr_text(expected.loc[name, "lr"])
+                lr = style.lr_text(expected.loc[name, "lr"])
                 assert (f"lr {lr}" if np.isfinite(c) else "not reached") in texts
 
 
@@ -203,7 +203,7 @@ def test_performance_profile_steps_are_the_profile(tables):
         for optimizer, (line,) in lines_by_color(ax).items():
             np.testing.assert_allclose(line.get_xdata()[:-1], profile.index)
             np.testing.assert_allclose(line.get_ydata()[:-1], profile[optimizer] * 100)
-        assert key in report.PROFILE_LABELS
+        assert key in style.PROFILE_LABELS
 
 
 def optimizer_named(label: str) -> str:
@@ -241,10 +241,10 @@ def test_one_colour_per_optimizer_in_every_figure(tables):
             colours.setdefault(optimizer_named(label), set()).add(mcolors.to_hex(colour))
     assert set(colours) == {"sgd", "momentum", "adam"}
     for optimizer, drawn in colours.items():
-        assert drawn == {report.OPTIMIZER_COLORS[optimizer]}, optimizer
+        assert drawn == {style.OPTIMIZER_COLORS[optimizer]}, optimizer
     # Unknown optimizers get a stable colour of their own.
-    assert report.optimizer_color("lion") == report.optimizer_color("lion")
-    assert report.optimizer_color("lion") not in report.OPTIMIZER_COLORS.values()
+    assert style.optimizer_color("lion") == style.optimizer_color("lion")
+    assert style.optimizer_color("lion") not in style.OPTIMIZER_COLORS.values()
 
 
 def test_the_star_marks_the_best_learning_rate_of_every_net_and_setting(tables):
@@ -259,7 +259,7 @@ def test_the_star_marks_the_best_learning_rate_of_every_net_and_setting(tables):
     )
     for _, row in starred.iterrows():
         chosen = best[(best["net"] == row["net"]) & (best["setting"] == row["setting"])]
-        assert row["lr"] == report._lr_text(chosen["lr"].item())
+        assert row["lr"] == style.lr_text(chosen["lr"].item())
 
 
 def test_final_metrics_table_values_are_the_summary(tables):
@@ -362,6 +362,21 @@ def test_a_sweep_of_diverged_runs_only_still_reports(tables, tmp_path):
     result = report.write_report(sweep, tmp_path / "out", formats=("png",))
     assert (tmp_path / "out" / "summary.md").exists()
     assert "convergence_train_loss" not in result.skipped
+
+
+# A committed study whose summary.md was drawn with today's code (checked before the report became
+# a package): drawing it again must give the same summary.md and the same figures.
+COMMITTED = "results/course_test_selected"
+
+
+def test_a_committed_report_is_drawn_again_identically(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)  # summary.md names the sweep folder as given: results/...
+    committed = Path(COMMITTED) / "report"
+    result = report.write_report(COMMITTED, tmp_path, formats=("png",))
+    assert (tmp_path / "summary.md").read_text() == (committed / "summary.md").read_text()
+    figures = {p.stem for p in committed.iterdir() if p.suffix in (".png", ".svg")}
+    assert {p.stem for p in tmp_path.glob("*.png")} == figures
+    assert set(result.skipped) == set(report.FIGURES) - figures - {"convergence_test_rmse"}
 
 
 def test_bad_input_from_the_command_line_is_one_line_and_exit_status_2(tmp_path):

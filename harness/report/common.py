@@ -1,0 +1,45 @@
+"""What the report's figure modules share beyond the style: the exception of a figure a
+sweep cannot have (and `show`, which prints it in a notebook), and texts of a figure's title."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from harness import analysis
+
+
+class Skipped(Exception):
+    """A figure the sweep's data does not support; the message says why."""
+
+
+def show(make: Callable[..., Figure], *args, **kwargs) -> Figure | None:
+    """For notebooks: the figure, or None after printing why the sweep cannot have it."""
+    try:
+        return make(*args, **kwargs)
+    except Skipped as exc:
+        print(f"Figure skipped: {exc}")
+        return None
+
+
+def fixed_text(frame: pd.DataFrame) -> str:
+    """What every line of a figure shares, stated once: 'schedule constant, batch 128, ...'."""
+    names = {"batch_size": "batch", "iterations": "iterations", "momentum": "momentum"}
+    parts = []
+    for key, value in analysis.fixed_settings(frame).items():
+        if key == "iterations":
+            parts.append(f"{int(value):,} iterations")
+        else:
+            parts.append(
+                f"{names.get(key, key)} {value:g}" if key != "schedule" else f"{value} schedule"
+            )
+    return ", ".join(parts)
+
+
+def target_split(target_summary: pd.DataFrame) -> str:
+    """The split a time-to-target table was measured on (its `metric`: val_accuracy, ...)."""
+    if "metric" in target_summary and len(target_summary):
+        return str(target_summary["metric"].iloc[0]).split("_", 1)[0]
+    return "test"

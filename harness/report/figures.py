@@ -1,0 +1,110 @@
+"""Every figure of the report, by name: which function draws it from a sweep's tables, and
+what it shows."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from harness import analysis, tuning_curves
+from harness.report.common import Skipped
+from harness.report.convergence import convergence_figure
+from harness.report.profiles import performance_profile_figure
+from harness.report.sensitivity import (
+    batch_size_figure,
+    effective_step_figure,
+    key_figure,
+    lr_sensitivity_figure,
+)
+from harness.report.time_to_target import time_to_target_by_batch_figure, time_to_target_figure
+from harness.report.tuned_hyperparameters import tuned_hyperparameters_figure
+from harness.report.tuning_curves import tuning_curve_figure
+
+FIGURES = {
+    "convergence_train_loss": "training loss against iterations",
+    "convergence_test_accuracy": "test accuracy against iterations",
+    "convergence_test_rmse": "test RMSE against iterations",
+    "convergence_time": "test quality against training time",
+    "lr_sensitivity": "final metrics against the learning rate",
+    "batch_size": "test accuracy and training time against the batch size",
+    "time_to_target_by_batch": "iterations and seconds to the target against the batch size",
+    "effective_step": "test accuracy against the effective step lr / (1 - momentum)",
+    "time_to_target": "iterations and seconds to the target accuracy",
+    "performance_profile": "performance profiles",
+    "tuned_hyperparameters": "learning rate and momentum chosen by self-tuning optimizers",
+    "tuning_curves": "tuning curves: expected quality after k trials of tuning",
+}
+
+
+def figure_title(name: str) -> str:
+    """What a figure of the report shows (a config key's figure is named by the key)."""
+    return FIGURES.get(name, f"final and best test accuracy against {name}")
+
+
+def time_to_target_summary(
+    curves: pd.DataFrame, target: float | None, quality: str
+) -> pd.DataFrame:
+    """Time to target per config; Skipped when there is no target."""
+    if target is None:
+        raise Skipped(f"no target for {quality} (give one with --target)")
+    return analysis.summarize_time_to_target(analysis.time_to_target(curves, target))
+
+
+def make_figures(
+    runs: pd.DataFrame,
+    curves: pd.DataFrame,
+    target: float | None,
+    tuned: Sequence[str] | None = None,
+) -> dict[str, Figure | Skipped]:
+    """Every figure of the report by name, or the Skipped exception that says why not.
+    Figures of time to target need a `target` (for accuracy, `default_target` gives one); the
+    tuning curves need the keys a tuning study tuned (`tuned`, from its tuning.json)."""
+    q, split = analysis.quality(runs), analysis.selection_split(curves)
+    try:
+        ttt: pd.DataFrame | Skipped = time_to_target_summary(curves, target, q)
+    except Skipped as exc:
+        ttt = exc
+
+    def with_target(draw: Callable[[pd.DataFrame, float], Figure]) -> Callable[[], Figure]:
+        def make() -> Figure:
+            if isinstance(ttt, Skipped):
+                raise ttt
+            return draw(ttt, target)
+
+        return make
+
+    makers = {
+        "convergence_train_loss": lambda: convergence_figure(runs, curves, "train_loss"),
+        f"convergence_test_{q}": lambda: convergence_figure(runs, curves, f"test_{q}"),
+        "convergence_time": lambda: convergence_figure(runs, curves, f"test_{q}", x="time_s"),
+        "lr_sensitivity": lambda: lr_sensitivity_figure(runs),
+        "batch_size": lambda: batch_size_figure(runs),
+        "time_to_target_by_batch": with_target(time_to_target_by_batch_figure),
+        "effective_step": lambda: effective_step_figure(runs),
+        "time_to_target": with_target(time_to_target_figure),
+        "performance_profile": lambda: performance_profile_figure(
+            analysis.profile_tables(runs, curves, target), target, q, split
+        ),
+        "tuned_hyperparameters": lambda: tuned_hyperparameters_figure(runs, curves),
+        "tuning_curves": lambda: tuning_curve_figure(_tuning_curves(runs, tuned)),
+    }
+    # Any other numeric key the sweep varies (momentum, weight decay, ...) gets a figure too.
+    for key in analysis.swept_keys(runs):
+        if key != analysis.BATCH_KEY:
+            makers[key] = functools.partial(key_figure, runs, key)
+    figures = {}
+    for name, make in makers.items():
+        try:
+            figures[name] = make()
+        except Skipped as exc:
+            figures[name] = exc
+    return figures
+
+
+def _tuning_curves(runs: pd.DataFrame, tuned: Sequence[str] | None) -> pd.DataFrame:
+    if not tuned:
+        raise Skipped("not a tuning study (no tuning.json in the sweep folder)")
+    return tuning_curves.tuning_curves(runs, tune=tuned)

@@ -1,0 +1,103 @@
+"""Performance profiles (Dolan & More): the share of problems on which each optimizer is
+within a factor tau of the best."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import NullLocator
+
+from harness import analysis
+from harness.report.common import Skipped
+from harness.style import (
+    PROFILE_LABELS,
+    legend_below,
+    new_figure,
+    optimizer_color,
+    optimizer_order,
+    styled,
+    target_text,
+)
+
+
+def _profile_width(i: int, n: int) -> float:
+    """Line width of the i-th of n profiles: the first drawn is the widest, so that equal
+    profiles stay visible one on another."""
+    return 1.5 + 1.5 * (n - 1 - i) / max(n - 1, 1)
+
+
+def _profile_ticks(tau_max: float) -> list[float]:
+    if tau_max <= 4:
+        return [1, 1.25, 1.5, 2, 3, 4]
+    if tau_max <= 16:
+        return [1, 1.5, 2, 4, 8, 16]
+    return [2.0**k for k in range(int(np.ceil(np.log2(tau_max))) + 1)]
+
+
+@styled
+def performance_profile_figure(
+    costs: dict[str, pd.DataFrame],
+    target: float,
+    quality: str = "accuracy",
+    split: str = "test",
+) -> Figure:
+    """Performance profiles (Dolan & More), one panel per cost: the share of problems on which
+    each optimizer is within a factor tau of the best optimizer (step functions, log2 tau)."""
+    usable = {k: c for k, c in costs.items() if len(c) and np.isfinite(c.to_numpy()).any()}
+    if not usable:
+        raise Skipped("no problem was solved by any optimizer (no finite cost)")
+    fig, axes = new_figure(len(usable))
+    names = optimizer_order({o for c in usable.values() for o in c.columns})
+    for ax, (key, matrix) in zip(axes[0], usable.items(), strict=True):
+        profile = analysis.performance_profile(matrix)
+        finite = profile.index[np.isfinite(profile.index)]
+        tau_max = max(2.0, float(finite.max()) * 1.25)
+        taus = np.append(profile.index.to_numpy(), tau_max)
+        drawn = [n for n in names if n in profile.columns]
+        for name in drawn:
+            shares = np.append(profile[name].to_numpy(), profile[name].iloc[-1]) * 100
+            # Equal profiles would hide each other: the first drawn is the widest.
+            ax.step(
+                taus,
+                shares,
+                where="post",
+                color=optimizer_color(name),
+                lw=_profile_width(names.index(name), len(names)),
+                label=name,
+                solid_capstyle="butt",
+            )
+        ax.set_xscale("log", base=2)
+        ax.set_xlim(1, tau_max)
+        ticks = [t for t in _profile_ticks(tau_max) if t <= tau_max]
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_ylim(-3, 103)
+        label = PROFILE_LABELS.get(key, key)
+        if "target" in key:
+            label = label.replace("target", target_text(target, quality, split))
+        ax.set_title(f"{label}\n({len(matrix)} problems)", fontsize=10)
+        ax.set_xlabel("tau: factor of the best optimizer's cost (log scale)")
+    axes[0, 0].set_ylabel("problems within tau of the best (%)")
+    handles = [
+        Line2D([], [], color=optimizer_color(n), lw=_profile_width(i, len(names)))
+        for i, n in enumerate(names)
+    ]
+    legend_below(fig, handles, names)
+    fig.suptitle(
+        "Performance profiles: problems = net and any other key that varies, each optimizer at "
+        "its best "
+        "learning rate per problem\na config counts as failed when a seed diverged or missed "
+        "the target" + _left_out_text(costs, usable, target, quality, split)
+    )
+    return fig
+
+
+def _left_out_text(costs: dict, usable: dict, target: float, quality: str, split: str) -> str:
+    left_out = [
+        PROFILE_LABELS.get(k, k).replace("target", target_text(target, quality, split))
+        for k in costs
+        if k not in usable
+    ]
+    return f"; left out, no optimizer succeeded: {', '.join(left_out)}" if left_out else ""

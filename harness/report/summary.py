@@ -1,0 +1,253 @@
+"""The sweep renderer: every figure the sweep supports and `summary.md` (what the sweep
+holds, the tables, time to target, tuning curves, performance profiles, the figures made and
+skipped)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness import analysis, tuning_curves
+from harness.markdown import markdown_table
+from harness.report.common import Skipped
+from harness.report.figures import figure_title, make_figures, time_to_target_summary
+from harness.report.inputs import default_target, load_sweep, tuned_keys_of
+from harness.report.tables import (
+    configs_table,
+    final_metrics_table,
+    profile_summary_table,
+    time_to_target_table,
+)
+from harness.results import config_keys
+from harness.style import (
+    LOSS_NAMES,
+    METRIC_LABELS,
+    PROFILE_LABELS,
+    SPLIT_NAMES,
+    natural_key,
+    net_order,
+    optimizer_order,
+    save_figure,
+    setting_order,
+    target_text,
+)
+
+
+@dataclass
+class Report:
+    out_dir: Path
+    written: list[Path] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # figure name -> why
+
+
+def fixed_config(runs: pd.DataFrame, groups: Sequence[str] = ("train.", "data.")) -> dict:
+    """The config keys of `groups` that every run shares, with their value (from `config`)."""
+    if runs.empty:
+        return {}
+    first = json.loads(runs["config"].iloc[0])
+    varying = set(config_keys(runs))
+    return {k: v for k, v in first.items() if k.startswith(tuple(groups)) and k not in varying}
+
+
+def tuning_markdown(runs: pd.DataFrame, tuned: Sequence[str]) -> list[str]:
+    """The summary's section on tuning curves: expected quality after k trials."""
+    table = tuning_curves.tuning_table(tuning_curves.tuning_curves(runs, tune=tuned))
+    if table.empty:
+        return []
+    nets, settings = net_order(runs.assign(net=analysis.net_labels(runs))), setting_order(table)
+    table = table.sort_values(
+        ["net", "setting"],
+        key=lambda c: c.map((nets if c.name == "net" else settings).index),
+        ignore_index=True,
+    ).drop(columns="optimizer")
+    return [
+        "",
+        "## Tuning curves",
+        "",
+        f"Expected final quality of the trial picked among k random trials of each setting "
+        f"({', '.join(tuned)} tuned; {analysis.selection_text(runs)}), over every k-subset of "
+        "its trials: 'validation / test' (the test value is what a user with k trials would "
+        "report; it chose nothing).",
+        "",
+        markdown_table(table, index=False),
+    ]
+
+
+def quality_at_time_markdown(runs: pd.DataFrame, curves: pd.DataFrame) -> list[str]:
+    """The section of the summary on quality after the same training time, and time per step,
+    for the best configs at the reference batch size."""
+    seconds, table = analysis.quality_at_time(runs, curves)
+    _, best = analysis.best_at_reference_batch(runs)
+    chosen = table[table["config_id"].isin(best["config_id"])]
+    metric = f"test_{analysis.quality(runs)}_at_time"
+    return [
+        "",
+        f"## Test {analysis.quality(runs)} after {seconds:.3g} s of training",
+        "",
+        "The same training time for every config (the shortest run's), evaluations excluded: "
+        "the last evaluation within it, at each setting's best learning rate "
+        f"({analysis.selection_text(runs)}); bold: the best by the same split at that time. "
+        "Then the time per optimizer step (seconds; a stacked run's is its stack's).",
+        "",
+        markdown_table(final_metrics_table(chosen, metric)),
+        "",
+        markdown_table(final_metrics_table(chosen, "step_time_s")),
+    ]
+
+
+def summary_markdown(
+    sweep: Path,
+    runs: pd.DataFrame,
+    curves: pd.DataFrame,
+    target: float | None,
+    figures: dict[str, str] | None = None,
+    skipped: dict[str, str] | None = None,
+    tuned: Sequence[str] | None = None,
+) -> str:
+    """The Markdown summary: what the sweep holds, the final-metrics tables, every config,
+    time to target (with a target), performance profiles, and the figures made and skipped."""
+    summary = analysis.summarize(runs)
+    batch, best = analysis.best_at_reference_batch(runs)
+    q, split = analysis.quality(runs), analysis.selection_split(curves)
+    n_div = int((runs["status"] == "diverged").sum())
+    seeds = summary["n_seeds"]
+
+    def values(column: str) -> str:
+        items = runs[column].dropna().unique()
+        numeric = pd.api.types.is_numeric_dtype(runs[column])
+        items = sorted(items) if numeric else sorted(items, key=natural_key)
+        return ", ".join(f"{v:g}" if numeric else str(v) for v in items)
+
+    seeds_text = f"{seeds.min()}" if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()}"
+    varying = [c for c in analysis.CHOICE_COLUMNS if runs[c].nunique() > 1]
+    varying += analysis.label_keys(runs)
+    derived = [k for k in analysis.varying_keys(runs) if k not in varying]
+    fixed = fixed_config(runs)
+
+    parts = [
+        f"# Sweep report: {sweep}",
+        "",
+        f"{len(runs)} runs ({n_div} diverged) of {len(summary)} configs, "
+        f"{seeds_text} seeds each; "
+        f"{', '.join(f'{n:,}' for n in sorted(runs['iterations'].unique()))} iterations.",
+        "",
+        f"* nets: {', '.join(net_order(summary))}",
+        f"* optimizers: {', '.join(optimizer_order(runs['optimizer']))}",
+        f"* learning rates: {values('lr')}",
+        f"* batch sizes: {values('batch_size')}",
+        f"* schedules: {values('schedule')}",
+        f"* keys that vary between configs: {', '.join(varying) or 'none'}",
+        *([f"* keys set by those: {', '.join(derived)}"] if derived else []),
+        f"* the same for every run: {', '.join(f'{k}={v}' for k, v in fixed.items())}",
+        "",
+        "Intervals are 95 % confidence intervals of the mean over seeds (Student's t); "
+        f"accuracies in %, losses: {LOSS_NAMES.get(q, 'the problem loss')}.",
+        "",
+        f"## Final metrics at the best learning rate (batch {batch})",
+        "",
+        "Best learning rate per net and setting (each optimizer, and any other key that "
+        f"varies): {analysis.selection_text(runs)}, mean over seeds (configs with a diverged "
+        "seed last). Bold, in every table: the net's best setting by the same rule.",
+    ]
+    for metric in analysis.summary_metrics(runs):
+        parts += [
+            "",
+            f"### {METRIC_LABELS[metric]}",
+            "",
+            markdown_table(final_metrics_table(best, metric)),
+        ]
+    parts += [
+        "",
+        "## Every configuration",
+        "",
+        f"★: the best learning rate of its net and setting (at batch {batch}), "
+        f"{analysis.selection_text(runs)}.",
+        "",
+        markdown_table(configs_table(summary, best), index=False),
+    ]
+    if target is not None:
+        target_summary = time_to_target_summary(curves, target, q)
+        parts += [
+            "",
+            f"## Time to {target_text(target, q, split)}",
+            "",
+            f"Iterations and training seconds (evaluations excluded) until {SPLIT_NAMES[split]} "
+            f"{q} first reaches the target, at each setting's fastest learning rate, mean over "
+            "seeds (the split that chooses the fastest rate is the one measured); a "
+            "learning rate counts only when every seed reaches the target. Resolution: the "
+            "evaluation interval.",
+            "",
+        ]
+        if target_summary["n_reached"].sum() if len(target_summary) else 0:
+            parts.append(markdown_table(time_to_target_table(target_summary)))
+        else:
+            parts.append(f"No run reached {target_text(target, q, split)}.")
+    parts += quality_at_time_markdown(runs, curves)
+    if tuned:
+        parts += tuning_markdown(runs, tuned)
+    costs = analysis.profile_tables(runs, curves, target)
+    parts += [
+        "",
+        "## Performance profiles",
+        "",
+        "Share of problems (net and any other key that varies) on which an optimizer, at its "
+        "best learning rate for the problem, is within a factor tau of the best optimizer "
+        "(tau = 1: it is the best).",
+    ]
+    for key, matrix in costs.items():
+        label = PROFILE_LABELS.get(key, key)
+        if target is not None:
+            label = label.replace("target", target_text(target, q, split))
+        parts += ["", f"### {label}", ""]
+        if len(matrix) and np.isfinite(matrix.to_numpy()).any():
+            unsolved = int((~np.isfinite(matrix.to_numpy())).all(axis=1).sum())
+            parts.append(markdown_table(profile_summary_table(matrix)))
+            parts.append("")
+            parts.append(
+                f"{len(matrix)} problems"
+                + (f", {unsolved} solved by no optimizer." if unsolved else ".")
+            )
+        else:
+            parts.append("No optimizer solved any problem.")
+    if figures is not None:
+        parts += ["", "## Figures", ""]
+        parts += [f"* [{figure_title(n)}]({path})" for n, path in figures.items()]
+        for name, why in (skipped or {}).items():
+            parts.append(f"* skipped: {figure_title(name)}: {why}")
+    return "\n".join(parts) + "\n"
+
+
+def write_report(
+    sweep: str | Path,
+    out_dir: str | Path | None = None,
+    target: float | None = None,
+    formats: Sequence[str] = ("png", "svg"),
+) -> Report:
+    """Write every figure the sweep supports (as `formats`) and summary.md into `out_dir`
+    (default: <sweep>/report). `target`: of time to target (default: `default_target`)."""
+    sweep = Path(sweep)
+    runs, curves = load_sweep(sweep)
+    target = default_target(analysis.quality(runs)) if target is None else target
+    out = Path(out_dir) if out_dir is not None else sweep / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    report = Report(out)
+    figures = {}
+    tuned = tuned_keys_of(sweep)
+    for name, figure in make_figures(runs, curves, target, tuned).items():
+        if isinstance(figure, Skipped):
+            report.skipped[name] = str(figure)
+            continue
+        for fmt in formats:
+            path = out / f"{name}.{fmt}"
+            save_figure(figure, path)
+            report.written.append(path)
+        figures[name] = f"{name}.{formats[0]}"
+    text = summary_markdown(sweep, runs, curves, target, figures, report.skipped, tuned)
+    (out / "summary.md").write_text(text)
+    report.written.append(out / "summary.md")
+    return report

@@ -1,0 +1,137 @@
+"""The summary's tables as text: final metrics (mean ± 95 % CI, best in bold), every config,
+time to target, performance profiles; `harness.analysis` computes them, these format them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from harness import analysis
+from harness.style import (
+    METRIC_LABELS,
+    is_percent,
+    lr_text,
+    net_order,
+    optimizer_order,
+    scale,
+    setting_order,
+)
+
+
+def _fmt(mean: float, ci: float, k: float, digits: int) -> str:
+    if not np.isfinite(mean):
+        return "n/a"
+    text = f"{mean * k:.{digits}f}"
+    if np.isfinite(ci):
+        text += f" ± {ci * k:.{digits}f}"
+    return text
+
+
+def _metric_digits(metric: str) -> int:
+    return 2 if is_percent(metric) else 4
+
+
+def final_metrics_table(best: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
+    """Net x setting: mean ± 95 % CI over seeds of `metric` at the best learning rate (given
+    in brackets), accuracies in %; the best setting of each net in bold (Markdown **), by the
+    selection metric (final validation quality): a verdict, never read off the test set."""
+    metric = metric or analysis.final_quality(best)
+    chooser = analysis.selection_metric(best)
+    if f"{chooser}_mean" not in best:  # a table of other metrics: their validation twin
+        twin = metric.replace("test_", "val_", 1)
+        chooser = twin if f"{twin}_mean" in best else metric
+    k, digits = scale(metric), _metric_digits(metric)
+    # A numeric key the sweep varies (momentum, table size) makes rows, not columns.
+    swept = [key for key in analysis.swept_keys(best) if key != analysis.BATCH_KEY]
+    best = best.assign(
+        row=analysis.joined_labels(best["net"], best, swept),
+        setting=analysis.setting_labels(best, (analysis.LR_KEY, *swept)),
+    )
+    rows = {}
+    ordered = sorted(
+        best["row"].unique(),
+        key=lambda r: (
+            net_order(best).index(best.loc[best["row"] == r, "net"].iloc[0]),
+            tuple(best.loc[best["row"] == r, swept].iloc[0]) if swept else (),
+        ),
+    )
+    for net in ordered:
+        panel = best[best["row"] == net].set_index("setting")
+        ok = panel[panel["n_diverged"] == 0][f"{chooser}_mean"]
+        winner = (
+            (ok.idxmax() if analysis.higher_is_better(chooser) else ok.idxmin())
+            if len(ok)
+            else None
+        )
+        row = {}
+        for setting in setting_order(best[best["row"] == net]):
+            r = panel.loc[setting]
+            value = _fmt(r[f"{metric}_mean"], r[f"{metric}_ci"], k, digits)
+            text = f"{value} (lr {lr_text(r['lr'])})"
+            if r["n_diverged"]:
+                text += f", {r['n_diverged']}/{r['n_seeds']} diverged"
+            row[setting] = f"**{text}**" if setting == winner else text
+        rows[net] = row
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table.index.name = "net"
+    return table[setting_order(best)].fillna("")
+
+
+def configs_table(summary: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
+    """Every config: mean ± 95 % CI over seeds of the summary metrics; ★ marks the best
+    learning rate of each net and setting (the configs of `best`)."""
+    chosen = set(best["config_id"])
+    rows = []
+    for _, r in summary.iterrows():
+        row = {
+            "": "★" if r["config_id"] in chosen else "",
+            "net": r["net"],
+            "setting": r["setting"],
+            "lr": lr_text(r["lr"]),
+            "batch": int(r["batch_size"]),
+            "seeds": int(r["n_seeds"]),
+            "diverged": int(r["n_diverged"]),
+        }
+        for metric in analysis.summary_metrics(summary):
+            label = METRIC_LABELS[metric]
+            row[label] = _fmt(
+                r[f"{metric}_mean"], r[f"{metric}_ci"], scale(metric), _metric_digits(metric)
+            )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def time_to_target_table(target_summary: pd.DataFrame) -> pd.DataFrame:
+    """Net x setting: iterations and training seconds to the target at the fastest learning
+    rate (mean over seeds), or 'not reached'."""
+    by_iter = analysis.fastest_configs(target_summary, "iterations_to_target")
+    by_time = analysis.fastest_configs(target_summary, "seconds_to_target")
+    by_time = by_time.set_index(["net", "setting"])
+    rows = {}
+    for net in net_order(by_iter):
+        rows[net] = {}
+        panel = by_iter[by_iter["net"] == net].set_index("setting")
+        for setting in setting_order(by_iter[by_iter["net"] == net]):
+            r, t = panel.loc[setting], by_time.loc[(net, setting)]
+            if not np.isfinite(r["iterations_to_target_cost"]):
+                text = f"not reached ({r['n_reached']}/{r['n_seeds']} seeds at best)"
+            else:
+                text = (
+                    f"{r['iterations_to_target_mean']:,.0f} it (lr {lr_text(r['lr'])}), "
+                    f"{t['seconds_to_target_mean']:.2f} s (lr {lr_text(t['lr'])})"
+                )
+            rows[net][setting] = text
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table.index.name = "net"
+    return table[setting_order(by_iter)].fillna("") if len(table) else table
+
+
+def profile_summary_table(matrix: pd.DataFrame, taus=(1.0, 1.25, 1.5, 2.0, 4.0)) -> pd.DataFrame:
+    """Optimizer x tau: the share of problems (in %) on which the optimizer is within a factor
+    tau of the best, for one cost matrix (see profile_tables)."""
+    profile = analysis.performance_profile(matrix, taus)
+    table = (profile.T * 100).round(0).astype(int).astype(str) + " %"
+    table = table.loc[optimizer_order(table.index)]
+    table.columns = [f"tau {tau:g}" for tau in taus]
+    table.index.name = "optimizer"
+    return table

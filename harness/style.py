@@ -1,0 +1,324 @@
+"""The house style of every figure: the report's (harness.report), the ESGD study's
+(harness.esgd.figures) and the notebooks'. Colours, labels, axis helpers, figure shapes and
+saving; it imports nothing of the harness, so that anything drawing can import it.
+
+Conventions: one fixed colour per optimizer in every figure (OPTIMIZER_COLORS), seeds shown as
+a mean line with a min-max band (curves) or min-max error bars (points), log scales for losses
+and learning rates, legends outside the axes.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import LogFormatter, LogLocator, NullFormatter, NullLocator
+
+# One colour per optimizer, the same in every figure (colour-blind-safe where it matters most:
+# the SGD family in blues/greys, the Adam family in reds/oranges/greens).
+OPTIMIZER_COLORS = {
+    "sgd": "#4d4d4d",
+    "momentum": "#1f77b4",
+    "nesterov": "#17becf",
+    "adagrad": "#bcbd22",
+    "adadelta": "#8c564b",
+    "rmsprop": "#9467bd",
+    "adam": "#d62728",
+    "adamax": "#e377c2",
+    "nadam": "#ff7f0e",
+    "adamw": "#2ca02c",
+    "radam": "#0b1f6b",
+    "yellowfin": "#d4a017",
+}
+OPTIMIZER_ORDER = list(OPTIMIZER_COLORS)
+# Settings of a single optimizer get these in turn (colour-blind-safe, Okabe & Ito).
+SETTING_COLORS = ["#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000"]
+# Optimizers not listed above get one of these, by a stable hash of their name.
+EXTRA_COLORS = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d"]
+
+STYLE = {
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+    "legend.fontsize": 9,
+    "figure.titlesize": 12,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "grid.linewidth": 0.6,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "svg.fonttype": "none",
+}
+PANEL_WIDTH, PANEL_HEIGHT = 4.2, 3.3
+BAND_ALPHA = 0.18
+# Points from the bottom of a panel to a legend below it: tick labels and the x label.
+LEGEND_DROP_PT = 30
+
+METRIC_LABELS = {
+    "train_loss": "training loss",
+    "test_loss": "test loss",
+    "batch_loss": "mini-batch loss",
+    "test_accuracy": "test accuracy (%)",
+    "test_rmse": "test RMSE",
+    "train_rmse": "training RMSE",
+    "test_truth_rmse": "RMSE against the noiseless truth",
+    "final_test_rmse": "final test RMSE",
+    "best_test_rmse": "best test RMSE",
+    "step_time_s": "time per step (s)",
+    "train_accuracy": "training accuracy (%)",
+    "lr": "learning rate",
+    "final_train_loss": "final training loss",
+    "final_test_loss": "final test loss",
+    "final_test_accuracy": "final test accuracy (%)",
+    "best_test_accuracy": "best test accuracy (%)",
+    "val_loss": "validation loss",
+    "val_accuracy": "validation accuracy (%)",
+    "val_rmse": "validation RMSE",
+    "final_val_loss": "final validation loss",
+    "final_val_accuracy": "final validation accuracy (%)",
+    "best_val_accuracy": "best validation accuracy (%)",
+    "final_val_rmse": "final validation RMSE",
+    "best_val_rmse": "best validation RMSE",
+    "train_time_s": "training time (s, evaluations excluded)",
+    "wall_time_s": "wall time per run (s)",
+}
+X_LABELS = {
+    "iteration": "iteration (optimizer steps)",
+    "epoch": "epoch (passes over the training set)",
+    "time_s": "training time (s, evaluations excluded)",
+}
+
+
+TARGET_LABELS = {
+    "iterations_to_target": "iterations to target",
+    "epochs_to_target": "epochs to target",
+    "seconds_to_target": "training seconds to target",
+}
+
+
+PROFILE_LABELS = {
+    "iterations_to_target": "iterations to target",
+    "seconds_to_target": "training seconds to target",
+    "final_train_loss": "final training loss",
+}
+
+
+# The loss of each quality metric's problem, as titles name it.
+LOSS_NAMES = {"accuracy": "cross-entropy, nats", "rmse": "mean squared error"}
+
+
+SPLIT_NAMES = {"val": "validation", "test": "test", "train": "training"}
+
+
+def target_text(target: float, quality: str = "accuracy", split: str = "test") -> str:
+    """'97 % validation accuracy', 'test rmse 0.9': a target of time to target, on the split
+    it is measured on (the selection split: see analysis.time_to_target)."""
+    if quality == "accuracy":
+        return f"{percent(target)} {SPLIT_NAMES[split]} accuracy"
+    return f"{SPLIT_NAMES[split]} {quality} {target:g}"
+
+
+def percent(fraction: float) -> str:
+    """0.97 -> '97 %'."""
+    return f"{fraction * 100:.4g} %"
+
+
+def optimizer_color(name: str) -> str:
+    if name in OPTIMIZER_COLORS:
+        return OPTIMIZER_COLORS[name]
+    return EXTRA_COLORS[zlib.crc32(name.encode()) % len(EXTRA_COLORS)]
+
+
+def optimizer_order(names) -> list[str]:
+    names = set(names)
+    return [n for n in OPTIMIZER_ORDER if n in names] + sorted(names - set(OPTIMIZER_ORDER))
+
+
+def natural_key(text: str):
+    import re
+
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(text))]
+
+
+def net_order(frame: pd.DataFrame) -> list[str]:
+    """Nets from the shallowest to the deepest, then by name."""
+    layers = {
+        net: 0 if hidden in ("none", "") else len(str(hidden).split("-"))
+        for net, hidden in zip(frame["net"], frame["hidden"], strict=True)
+    }
+    return sorted(layers, key=lambda net: (layers[net], natural_key(net)))
+
+
+def net_title(frame: pd.DataFrame, net: str) -> str:
+    """'net2: hidden 100': a panel's title, with the net's hidden layer widths (a net whose
+    label already names its varying model keys keeps its label)."""
+    if ":" in net:
+        return net
+    hidden = str(frame.loc[frame["net"] == net, "hidden"].iloc[0])
+    layers = "no hidden layer" if hidden in ("none", "") else f"hidden {hidden}"
+    return f"{net}: {layers}"
+
+
+def is_percent(metric: str) -> bool:
+    return "accuracy" in metric
+
+
+def scale(metric: str) -> float:
+    """Plotted value = table value x scale (accuracies are drawn in %)."""
+    return 100.0 if is_percent(metric) else 1.0
+
+
+def lr_text(lr: float) -> str:
+    return f"{lr:.3g}"
+
+
+def seeds_text(n_seeds: Sequence[int]) -> str:
+    n = sorted(set(int(k) for k in n_seeds))
+    if not n:
+        return "no seeds"
+    if len(n) == 1:
+        return f"{n[0]} seed" + ("s" if n[0] != 1 else "")
+    return f"{n[0]}-{n[-1]} seeds"
+
+
+def new_figure(n_cols: int, n_rows: int = 1, **kwargs) -> tuple[Figure, np.ndarray]:
+    """A figure of n_rows x n_cols panels. Figures are made without pyplot (no backend, no
+    global state: nothing to close); the Agg and SVG canvases draw them when saved, and a
+    notebook's inline backend shows them."""
+    fig = Figure(figsize=(PANEL_WIDTH * n_cols, PANEL_HEIGHT * n_rows + 0.9), layout="constrained")
+    axes = fig.subplots(n_rows, n_cols, squeeze=False, **kwargs)
+    return fig, axes
+
+
+def styled(function: Callable) -> Callable:
+    """Run a figure function under the report's rcParams (fonts, grid, spines)."""
+
+    def wrapper(*args, **kwargs):
+        with matplotlib.rc_context(STYLE):
+            return function(*args, **kwargs)
+
+    wrapper.__name__, wrapper.__doc__ = function.__name__, function.__doc__
+    wrapper.__wrapped__ = function
+    return wrapper
+
+
+def save_figure(figure: Figure, path: str | Path) -> None:
+    """Save as the file's suffix says (png at 150 dpi, svg with text kept as text)."""
+    with matplotlib.rc_context(STYLE):
+        figure.savefig(path, dpi=150, bbox_inches="tight", pad_inches=0.05)
+
+
+def legend_below(fig: Figure, handles, labels, ncols: int | None = None) -> None:
+    """One legend for the whole figure, below its panels (never over data)."""
+    if not handles:
+        return
+    ncols = ncols or min(len(handles), 6)
+    fig.legend(handles, labels, loc="outside lower center", ncols=ncols, frameon=False)
+
+
+def legend_of_settings(fig: Figure, styles: dict[str, dict], extra=()) -> None:
+    handles = [
+        Line2D([], [], color=s["color"], ls=s["ls"], marker=s["marker"], ms=4, lw=1.4)
+        for s in styles.values()
+    ]
+    labels = list(styles)
+    for handle, label in extra:
+        handles.append(handle)
+        labels.append(label)
+    legend_below(fig, handles, labels, ncols=min(len(handles), 4 if len(handles) > 7 else 7))
+
+
+class _PlainLogFormatter(LogFormatter):
+    """Log-axis labels as plain numbers (0.3, 2), not 3 x 10^-1."""
+
+    def _num_to_string(self, x, vmin, vmax):
+        return f"{x:g}"
+
+
+def log_y(ax) -> None:
+    """A log-scale y axis labelled with plain numbers, minor ticks labelled on short ranges."""
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(_PlainLogFormatter(labelOnlyBase=False))
+    ax.yaxis.set_minor_formatter(_PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+
+
+def log_x_lr(ax) -> None:
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(base=10))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+LOGIT_TICKS = [1, 2, 5, 10, 20, 50, 80, 90, 95, 98, 99, 99.5, 99.8, 99.9, 99.95, 99.98, 99.99]
+
+
+def _logit(p):
+    q = np.clip(np.asarray(p, dtype=float) / 100, 1e-6, 1 - 1e-6)
+    return np.log(q / (1 - q))
+
+
+def _expit(z):
+    return 100 / (1 + np.exp(-np.asarray(z, dtype=float)))
+
+
+def logit_percent_y(ax, values: np.ndarray) -> None:
+    """A logit-scale y axis for values in %, ticked at 10, 50, 90, 99, ... within their range."""
+    ax.set_yscale("function", functions=(_logit, _expit))
+    finite = values[np.isfinite(values)]
+    low, high = (finite.min(), finite.max()) if finite.size else (10.0, 99.0)
+    pad = 0.25 * (_logit(high) - _logit(low)) / 10
+    ax.set_ylim(_expit(_logit(low) - pad), _expit(_logit(high) + pad))
+    ticks = [t for t in LOGIT_TICKS if low * 0.9 <= t <= min(high + (100 - high) * 0.5, 99.99)]
+    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    ax.yaxis.set_minor_locator(NullLocator())
+
+
+def log_label(label: str) -> str:
+    """'loss (nats)' -> 'loss (nats; log scale)'."""
+    return label[:-1] + "; log scale)" if label.endswith(")") else label + " (log scale)"
+
+
+# --- settings: one colour per optimizer, one line style per setting of an optimizer -----------
+
+LINE_STYLES = ["-", "--", ":", "-."]
+MARKERS = ["o", "s", "^", "D", "v", "P"]
+
+
+def setting_order(frame: pd.DataFrame, column: str = "setting") -> list[str]:
+    """The settings of `frame` in optimizer order, then in natural order."""
+    pairs = frame[["optimizer", column]].drop_duplicates()
+    rank = {o: i for i, o in enumerate(optimizer_order(pairs["optimizer"]))}
+    ordered = sorted(
+        zip(pairs["optimizer"], pairs[column], strict=True),
+        key=lambda pair: (rank[pair[0]], natural_key(pair[1])),
+    )
+    return [setting for _, setting in ordered]
+
+
+def setting_styles(frame: pd.DataFrame, column: str = "setting") -> dict[str, dict]:
+    """Per setting: its optimizer's colour, and a line style and marker of its own among the
+    settings of that optimizer (the first gets a solid line and circles). When every setting
+    has one optimizer (what differs is something else: the embedding tables' optimizer, the
+    momentum), each setting gets a colour of its own."""
+    optimizer_of = dict(zip(frame[column], frame["optimizer"], strict=False))
+    one_optimizer = len(set(optimizer_of.values())) == 1 and len(optimizer_of) > 1
+    styles: dict[str, dict] = {}
+    count: dict[str, int] = {}
+    for i, setting in enumerate(setting_order(frame, column)):
+        optimizer = optimizer_of[setting]
+        n = count.get(optimizer, 0)
+        count[optimizer] = n + 1
+        colour = SETTING_COLORS[i % len(SETTING_COLORS)] if one_optimizer else None
+        styles[setting] = {
+            "color": colour or optimizer_color(optimizer),
+            "ls": LINE_STYLES[n % len(LINE_STYLES)],
+            "marker": MARKERS[n % len(MARKERS)],
+        }
+    return styles
