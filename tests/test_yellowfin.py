@@ -1,5 +1,6 @@
 """YellowFin (harness.optimizers.yellowfin): the SingleStep solution against the roots of its
-cubic, the estimators against a hand computation, clipping, determinism, convergence on an
+cubic, both variants against the authors' update equations on a fixed gradient sequence, the
+estimators against a hand computation, clipping, determinism, convergence on an
 ill-conditioned quadratic, and a real harness run that records the tuned lr and momentum."""
 
 import math
@@ -119,6 +120,7 @@ def test_estimators_match_a_hand_computation(zero_debias):
         curv_win_width=3,
         zero_debias=zero_debias,
         adaptive_clip=False,
+        variant="2017",  # the paper's Algorithm 1, which by_hand follows
     )
     expected = by_hand(GRADIENTS, beta=0.9, width=3, zero_debias=zero_debias, lr=0.5, mu=0.2)
     for g, want in zip(GRADIENTS, expected, strict=True):
@@ -130,8 +132,158 @@ def test_estimators_match_a_hand_computation(zero_debias):
         assert group["lr"] == pytest.approx(want["lr"], rel=1e-12)
         assert group["momentum"] == pytest.approx(want["momentum"], rel=1e-12, abs=1e-15)
         assert torch.cat(params).tolist() == pytest.approx(want["x"], rel=1e-12, abs=1e-15)
-    # The sequence is long enough for the window to slide and for μ and α to be tuned.
-    assert len(GRADIENTS) > 3 and group["lr"] != 0.5 and group["momentum"] != 0.2
+    # The window slid: it dropped the largest ||g||² of the sequence, which h_max saw at first.
+    curvatures = [sum(gi * gi for gi in g) for g in GRADIENTS]
+    assert tuner["window"] == pytest.approx(curvatures[-3:], rel=1e-12)
+    assert max(tuner["window"]) < max(curvatures)
+    # And μ and α were tuned, away from their initial values.
+    assert group["lr"] != 0.5 and group["momentum"] != 0.2
+
+
+def authors_equations(grads, *, beta, width, lr, mu, variant, stat_protect_fac=100.0):
+    """The authors' update equations, step by step in float64 plain Python (no harness code):
+    their TensorFlow code since October 2017 and its PyTorch port (variant "current"), or the
+    paper's Algorithm 1 as their first code has it (variant "2017").
+
+    Per step t = 1, 2, ...: adaptive clipping of the gradient for the estimates (norm at most
+    √(stat_protect_fac·h_max) of the previous step, from t = 2 as in their TensorFlow code);
+    h = ||g||²; a sliding window of h; h_min, h_max the zero-debiased moving averages of the
+    window's extremes (of their logs, then exp, for "current"); C = avg(||g||²) - ||avg(g)||²;
+    D = avg(avg(||g||) / avg(||g||²)); from t = 2, SingleStep by Vieta's substitution,
+    μ_t = max(x², ((√κ - 1)/(√κ + 1))²), α_t = (1 - √μ_t)²/h_min, times min(1, t/(10·w))
+    ("current"); the applied μ, α: μ_t, α_t ("current") or their moving averages ("2017");
+    α cut to 100/||g|| when α·||g|| ≥ 100 ("current"); the update gradient scaled to √h_max
+    (previous step) when larger; the step x ← x - α·b with b ← μ·b + g ("current", SGD's
+    velocity) or x ← x + v with v ← μ·v - α·g ("2017", the paper's heavy ball).
+    Returns per step the estimates, the applied lr and momentum, x, and which clips fired."""
+    current = variant == "current"
+    n = len(grads[0])
+    log, unlog = (math.log, math.exp) if current else ((lambda v: v), (lambda v: v))
+    window, x, velocity, g_avg = [], [0.0] * n, [0.0] * n, [0.0] * n
+    h_min_avg = h_max_avg = sq_avg = norm_avg = dist_avg = 0.0
+    lr_avg, mu_avg, lr_t, mu_t, h_max_prev = lr, mu, lr, mu, None
+    history = []
+    for t, g in enumerate(grads, start=1):
+        g = list(g)
+        debias = 1 - beta**t
+        h = sum(gi * gi for gi in g)
+        protected = h_max_prev is not None and h > stat_protect_fac * h_max_prev
+        if protected:
+            g = [gi * math.sqrt(stat_protect_fac * h_max_prev / h) for gi in g]
+            h = sum(gi * gi for gi in g)
+        window = (window + [h])[-width:]
+        h_min_avg = beta * h_min_avg + (1 - beta) * log(min(window))
+        h_max_avg = beta * h_max_avg + (1 - beta) * log(max(window))
+        h_min, h_max = unlog(h_min_avg / debias), unlog(h_max_avg / debias)
+        sq_avg = beta * sq_avg + (1 - beta) * h
+        g_avg = [beta * a + (1 - beta) * gi for a, gi in zip(g_avg, g, strict=True)]
+        variance = sq_avg / debias - sum(a * a for a in g_avg) / debias**2
+        norm_avg = beta * norm_avg + (1 - beta) * math.sqrt(h)
+        dist_avg = beta * dist_avg + (1 - beta) * norm_avg / sq_avg
+        distance = dist_avg / debias
+        if t > 1:
+            p = distance**2 * h_min**2 / (2 * variance)
+            w3 = (-math.sqrt(p**2 + 4 / 27 * p**3) - p) / 2
+            w = math.copysign(abs(w3) ** (1 / 3), w3)
+            root = w - p / (3 * w) + 1
+            sqrt_kappa = math.sqrt(h_max / h_min)
+            mu_t = max(root**2, ((sqrt_kappa - 1) / (sqrt_kappa + 1)) ** 2)
+            lr_t = (1 - math.sqrt(mu_t)) ** 2 / h_min
+            if current:
+                lr_t = min(lr_t, lr_t * t / (10 * width))
+            lr_avg = beta * lr_avg + (1 - beta) * lr_t
+            mu_avg = beta * mu_avg + (1 - beta) * mu_t
+        step_lr, step_mu = (lr_t, mu_t) if current else (lr_avg, mu_avg)
+        clamped = current and step_lr * math.sqrt(h) >= 100
+        if clamped:
+            step_lr = 100 / math.sqrt(h)
+        spike = h_max_prev is not None and h > h_max_prev
+        if spike:
+            g = [gi * math.sqrt(h_max_prev / h) for gi in g]
+        if current:
+            velocity = [step_mu * b + gi for b, gi in zip(velocity, g, strict=True)]
+            x = [xi - step_lr * b for xi, b in zip(x, velocity, strict=True)]
+        else:
+            velocity = [step_mu * v - step_lr * gi for v, gi in zip(velocity, g, strict=True)]
+            x = [xi + v for xi, v in zip(x, velocity, strict=True)]
+        h_max_prev = h_max
+        history.append(
+            dict(
+                h_min=h_min,
+                h_max=h_max,
+                variance=variance,
+                distance=distance,
+                lr=step_lr,
+                momentum=step_mu,
+                x=x,
+                fired={
+                    k
+                    for k, on in [("protect", protected), ("clamp", clamped), ("spike", spike)]
+                    if on
+                },
+            )
+        )
+    return history
+
+
+def fixed_sequence() -> list[list[float]]:
+    """40 gradients of 5 coordinates: ordinary ones, a quiet stretch (the curvature estimate
+    falls) and spikes, so that both adaptive clips fire."""
+    rng = np.random.default_rng(21)
+    scales = [1.0] * 12 + [0.01] * 10 + [3.0, 1.0, 2e3, 1.0] + [1.0] * 14
+    return [(s * rng.standard_normal(5)).tolist() for s in scales]
+
+
+@pytest.mark.parametrize("variant", ["current", "2017"])
+def test_both_variants_match_the_authors_equations(variant):
+    grads = fixed_sequence()
+    # An initial α of 50 makes the first step (α·||g|| ≈ 110) a catastrophic move.
+    expected = authors_equations(grads, beta=0.9, width=3, lr=50.0, mu=0.2, variant=variant)
+    # The sequence exercises what differs: the slow start (10·w = 30 steps), the clips, and for
+    # "current" the cut of a catastrophic move.
+    fired = set().union(*(step["fired"] for step in expected))
+    assert fired == (
+        {"protect", "spike", "clamp"} if variant == "current" else {"protect", "spike"}
+    )
+
+    params = [torch.zeros(2, dtype=torch.float64), torch.zeros(3, dtype=torch.float64)]
+    settings = {} if variant == "current" else {"variant": "2017"}  # "current" is the default
+    optimizer = YellowFin(params, lr=50.0, momentum=0.2, beta=0.9, curv_win_width=3, **settings)
+    for t, (g, want) in enumerate(zip(grads, expected, strict=True), start=1):
+        feed(optimizer, params, g)
+        tuner, group = optimizer.state["yellowfin"], optimizer.param_groups[0]
+        for key in ("h_min", "h_max", "variance", "distance"):
+            assert tuner[key] == pytest.approx(want[key], rel=1e-10), (t, key)
+        assert group["lr"] == pytest.approx(want["lr"], rel=1e-10), t
+        assert group["momentum"] == pytest.approx(want["momentum"], rel=1e-10, abs=1e-15), t
+        assert torch.cat(params).tolist() == pytest.approx(want["x"], rel=1e-9, abs=1e-12), t
+
+
+def test_the_variants_differ_and_each_setting_overrides_its_variant():
+    grads = fixed_sequence()[:8]
+    runs = {}
+    for name, settings in {
+        "current": {},
+        "2017": {"variant": 2017},  # as YAML and Hydra's command line read it
+        "2017 by its five settings": dict(
+            log_smooth_curvature=False,
+            apply_unsmoothed=False,
+            slow_start=False,
+            catastrophic_move_thresh=math.inf,
+            velocity="heavy_ball",
+        ),
+    }.items():
+        params = [torch.zeros(5, dtype=torch.float64)]
+        optimizer = YellowFin(params, beta=0.9, curv_win_width=3, **settings)
+        for g in grads:
+            feed(optimizer, params, g)
+        runs[name] = params[0].tolist()
+    assert runs["2017"] == runs["2017 by its five settings"]
+    assert runs["current"] != runs["2017"]
+    with pytest.raises(ValueError, match="variant must be one of"):
+        YellowFin([torch.zeros(1)], variant="2018")
+    with pytest.raises(ValueError, match="velocity"):
+        YellowFin([torch.zeros(1)], velocity="nesterov")
 
 
 def test_clipping_by_threshold_and_by_the_curvature_range():
@@ -155,15 +307,18 @@ def test_clipping_by_threshold_and_by_the_curvature_range():
     x.grad = torch.tensor([3e3, 4e3], dtype=torch.float64)
     optimizer.step()
     assert optimizer.state["yellowfin"]["window"][-1] == pytest.approx(100 * h_max)
-    group = optimizer.param_groups[0]
-    applied = (group["momentum"] * velocity - optimizer.state[x]["velocity"]) / group["lr"]
+    # The default step keeps SGD's buffer b ← μ·b + g: the gradient it took is b_new - μ·b_old.
+    applied = optimizer.state[x]["velocity"] - optimizer.param_groups[0]["momentum"] * velocity
     assert applied.norm().item() == pytest.approx(math.sqrt(h_max))
     assert applied.tolist() == pytest.approx([0.6 * math.sqrt(h_max), 0.8 * math.sqrt(h_max)])
 
 
-def noisy_quadratic(seed: int, steps: int, dtype: torch.dtype = torch.float64):
-    """YellowFin (defaults) on f(x) = ½·Σ λ_i·x_i², λ from 1e-3 to 1 (condition number 1000),
-    with Gaussian gradient noise (σ = 0.3) as from mini-batches, from x ~ N(0, 100²).
+def noisy_quadratic(
+    seed: int, steps: int, dtype: torch.dtype = torch.float64, variant: str = "current"
+):
+    """YellowFin (defaults, or the 2017 variant) on f(x) = ½·Σ λ_i·x_i², λ from 1e-3 to 1
+    (condition number 1000), with Gaussian gradient noise (σ = 0.3) as from mini-batches, from
+    x ~ N(0, 100²).
 
     The noise matters: YellowFin's curvature estimate is ||g||² (the eigenvalue of g·gᵀ), which
     tracks curvature for stochastic gradients; on a noiseless quadratic ||g||² → 0 near the
@@ -173,7 +328,7 @@ def noisy_quadratic(seed: int, steps: int, dtype: torch.dtype = torch.float64):
     gen = torch.Generator().manual_seed(seed)
     lam = torch.logspace(-3, 0, 10, dtype=dtype)
     x = (100 * torch.randn(10, generator=gen, dtype=dtype)).requires_grad_()
-    optimizer = YellowFin([x])
+    optimizer = YellowFin([x], variant=variant)
     f0 = 0.5 * (lam * x.detach() ** 2).sum().item()
     trajectory = []
     for _ in range(steps):
@@ -192,8 +347,13 @@ def test_same_seed_same_trajectory_bit_for_bit():
     assert not torch.equal(a[-1][-1], c[-1][-1])
 
 
-def test_optimises_an_ill_conditioned_quadratic():
-    trajectory = noisy_quadratic(seed=0, steps=3000)
+# From x ~ N(0, 100²) the gradients' norm is ~100 and the curvature estimate ||g||² ~1e4, so the
+# current variant's α_t = (1 - √μ)²/h_min starts near 1e-4 and grows as ||g|| shrinks: it needs
+# ~10,000 steps. The 2017 variant applies a moving average of α_t started at 1 (β = 0.999), whose
+# large early values do most of its first 3,000 steps' work.
+@pytest.mark.parametrize(("variant", "steps"), [("current", 10_000), ("2017", 3000)])
+def test_optimises_an_ill_conditioned_quadratic(variant, steps):
+    trajectory = noisy_quadratic(seed=0, steps=steps, variant=variant)
     losses, lrs, momenta = (np.array([step[k] for step in trajectory]) for k in range(3))
     assert losses[-1] < 1e-3  # three orders of magnitude below the initial loss
     assert losses[-500:].max() < 1e-2  # and it stays down
@@ -223,7 +383,8 @@ def test_real_run_records_the_tuned_lr_and_momentum(tmp_path, mnist_dir):
     )
     assert tuned.index.tolist() == list(range(5, 61, 5))  # every log step
     assert tuned.lr.iloc[0] < 1.0 and tuned.lr.nunique() == len(tuned)  # tuned at every step
-    assert tuned.momentum.is_monotonic_increasing and 0 < tuned.momentum.iloc[-1] < 1
+    assert tuned.momentum.nunique() == len(tuned) and tuned.momentum.between(0, 1).all()
+    assert tuned.lr.is_monotonic_increasing  # the slow start: α_t·t/(10·w) over these 60 steps
     train_loss = curves[curves.metric == "train_loss"].value
     assert train_loss.iloc[-1] < 0.7 * train_loss.iloc[0]
 
@@ -244,6 +405,12 @@ def test_config_selects_it_with_every_hyperparameter_overridable():
         "adaptive_clip",
         "stat_protect_fac",
         "weight_decay",
+        "variant",
+        "log_smooth_curvature",
+        "apply_unsmoothed",
+        "slow_start",
+        "catastrophic_move_thresh",
+        "velocity",
     }
 
 

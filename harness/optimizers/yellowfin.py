@@ -5,26 +5,40 @@ Each step measures the gradient and updates three running estimates (paper §3):
 
 * the curvature range [h_min, h_max] (Algorithm 2): the extremes of h_t = ||g_t||² (the
   eigenvalue of g_t·g_tᵀ, the paper's curvature proxy) over a sliding window of the last
-  `curv_win_width` steps, each smoothed by a moving average;
+  `curv_win_width` steps, each smoothed by a moving average (of the values, or of their logs);
 * the gradient variance C (Algorithm 3): sum(avg(g ⊙ g) - avg(g) ⊙ avg(g));
 * the distance to the optimum D (Algorithm 4): the moving average of avg(||g||) / avg(||g||²).
 
 SingleStep turns them into the momentum μ_t and learning rate α_t that minimise the
 expected squared distance to the optimum after one step on a noisy quadratic, μ·D² + α²·C,
 while keeping every curvature in [h_min, h_max] inside momentum's robust region (where the
-spectral radius of the momentum operator is √μ, whatever the curvature). YellowFin then moves
-μ and α towards μ_t and α_t with a moving average (Algorithm 1) and takes a heavy-ball step,
-x ← x - α·g + μ·(x - x_prev). The learning rate and momentum it applies are written into every
-parameter group (`group["lr"]`, `group["momentum"]`), where the harness records them.
+spectral radius of the momentum operator is √μ, whatever the curvature). The learning rate and
+momentum applied are written into every parameter group (`group["lr"]`, `group["momentum"]`),
+where the harness records them.
+
+Two versions of the authors' code differ in how μ_t and α_t become a step; `variant` picks one:
+
+* "current" (the default): the authors' code since October 2017, TensorFlow
+  (JianGoForIt/YellowFin, tuner_utils/yellowfin.py) and their PyTorch port
+  (JianGoForIt/YellowFin_Pytorch). h_min and h_max are moving averages of log ||g||² (so one
+  large gradient moves them by a factor, not by its size); the step applies the unsmoothed μ_t
+  and α_t of this step; α_t starts slowly, α_t·min(1, t/(10·w)) at step t = 1, 2, ...; a step
+  with α·||g|| ≥ 100 has its α cut to 100/||g|| (the PyTorch port's clamp of catastrophic
+  moves); the velocity is torch.optim.SGD's (b ← μ·b + g, x ← x - α·b), as in both codes.
+* "2017": the paper's Algorithm 1 as the authors' first TensorFlow code (May 2017) has it, and
+  as this module ran before: linear smoothing of h_min and h_max, μ and α moved towards μ_t and
+  α_t by a moving average and those applied, no slow start, no clamp, and the heavy-ball step
+  of the paper, x ← x + v with v = μ·v - α·g. Unlike that code it applies the tuned values at
+  the step that measured them (the May 2017 code stepped first, with the previous values),
+  steps as the paper writes it (the code used TensorFlow's MomentumOptimizer, SGD's velocity)
+  and keeps the adaptive clipping, which the authors added in October 2017.
+
+Each of the four differences is also a setting of its own (None: as the variant says), so one
+can be changed alone. Fed the same gradients, the two variants give different trajectories
+from the second step on; tests/test_yellowfin.py checks both against the authors' equations.
 
 All moving averages use `beta` and, with `zero_debias`, are divided by 1 - beta^t (as Adam's
 moments), so early estimates are not pulled towards their zero initial value.
-
-This follows the paper's Algorithms 1-4. The authors' later code (JianGoForIt/YellowFin_Pytorch)
-differs in ways that change the trajectory: it applies the unsmoothed μ_t and α_t (α_t with a
-slow start over the first 10·w steps), smooths h_min and h_max on a log scale, and keeps a
-velocity scaled by the current α (torch.optim.SGD's form). Its estimates and SingleStep agree
-with these to float32 precision on the same gradients.
 """
 
 from __future__ import annotations
@@ -71,20 +85,42 @@ def single_step(
     return mu, (1.0 - math.sqrt(mu)) ** 2 / h_min
 
 
+# What each variant sets (see the module docstring); a setting given explicitly overrides it.
+VARIANTS = {
+    "current": dict(
+        log_smooth_curvature=True,
+        apply_unsmoothed=True,
+        slow_start=True,
+        catastrophic_move_thresh=100.0,
+        velocity="sgd",
+    ),
+    "2017": dict(
+        log_smooth_curvature=False,
+        apply_unsmoothed=False,
+        slow_start=False,
+        catastrophic_move_thresh=math.inf,
+        velocity="heavy_ball",
+    ),
+}
+VELOCITIES = ("sgd", "heavy_ball")
+
+
 class YellowFin(torch.optim.Optimizer):
     """YellowFin (Zhang & Mitliagkas, arXiv:1706.03471): momentum SGD with automatically tuned
     learning rate and momentum; one tuner for all parameters (all groups share α and μ).
 
-    Defaults are the paper's (lr=1.0, momentum=0.0, beta=0.999, window 20, zero-debiased
-    averages), with the adaptive gradient clipping of the authors' implementations on.
+    Defaults are the authors' current code (variant "current") with the paper's starting values
+    (lr=1.0, momentum=0.0), beta=0.999, window 20, zero-debiased averages and the adaptive
+    gradient clipping of the authors' code on.
 
     Args:
         params: parameters or parameter groups (groups may differ only in `weight_decay`).
-        lr: initial learning rate α, the start of its moving average (paper: 1.0).
-        momentum: initial momentum μ, the start of its moving average (paper: 0.0).
-        beta: smoothing of every moving average, the estimates' and those of α and μ (0.999).
+        lr: initial learning rate α: the first step's (paper: 1.0); with variant "2017" the
+            start of its moving average.
+        momentum: initial momentum μ, likewise (paper: 0.0).
+        beta: smoothing of every moving average (0.999).
         curv_win_width: width w of the sliding window of ||g||² giving h_min, h_max (20).
-        zero_debias: divide the estimates' moving averages by 1 - beta^t (True).
+        zero_debias: divide the moving averages by 1 - beta^t (True).
         clip_thresh: optional fixed threshold on the global gradient norm; None: no fixed clip.
         adaptive_clip: clip gradients by the curvature range (the paper's adaptive gradient
             clipping, on by default in the authors' code): before the estimates see a gradient,
@@ -94,6 +130,14 @@ class YellowFin(torch.optim.Optimizer):
             against) (True).
         stat_protect_fac: the loose cap on ||g||² for the estimates, in units of h_max (100).
         weight_decay: L2 penalty added to the gradient before everything else (0.0).
+        variant: "current" (the authors' code since October 2017) or "2017" (the paper's
+            Algorithm 1, as the first code and this module before); it sets the five below.
+        log_smooth_curvature: smooth log h_min and log h_max instead of h_min and h_max.
+        apply_unsmoothed: step with this step's μ_t and α_t instead of their moving averages.
+        slow_start: scale α_t by min(1, t/(10·w)) at step t.
+        catastrophic_move_thresh: cut α to this / ||g|| when α·||g|| reaches it (inf: never).
+        velocity: "sgd" (b ← μ·b + g, x ← x - α·b: the authors' codes) or "heavy_ball"
+            (v ← μ·v - α·g, x ← x + v: the paper's equation); the two differ when α changes.
 
     The tuned values are `param_groups[i]["lr"]` and `["momentum"]` after each step (the ones
     that step applied); the estimates are in `state["yellowfin"]`. YellowFin sets the learning
@@ -116,7 +160,24 @@ class YellowFin(torch.optim.Optimizer):
         adaptive_clip: bool = True,
         stat_protect_fac: float = 100.0,
         weight_decay: float = 0.0,
+        variant: str = "current",
+        log_smooth_curvature: bool | None = None,
+        apply_unsmoothed: bool | None = None,
+        slow_start: bool | None = None,
+        catastrophic_move_thresh: float | None = None,
+        velocity: str | None = None,
     ) -> None:
+        variant = str(variant)  # YAML and Hydra's command line read 2017 as an int
+        if variant not in VARIANTS:
+            raise ValueError(f"YellowFin's variant must be one of {list(VARIANTS)}, got {variant}")
+        given = dict(
+            log_smooth_curvature=log_smooth_curvature,
+            apply_unsmoothed=apply_unsmoothed,
+            slow_start=slow_start,
+            catastrophic_move_thresh=catastrophic_move_thresh,
+            velocity=velocity,
+        )
+        settings = {k: VARIANTS[variant][k] if v is None else v for k, v in given.items()}
         checks = {
             "lr > 0": lr > 0,
             "0 <= momentum < 1": 0 <= momentum < 1,
@@ -125,6 +186,8 @@ class YellowFin(torch.optim.Optimizer):
             "clip_thresh > 0 or None": clip_thresh is None or clip_thresh > 0,
             "stat_protect_fac > 0": stat_protect_fac > 0,
             "weight_decay >= 0": weight_decay >= 0,
+            "catastrophic_move_thresh > 0": settings["catastrophic_move_thresh"] > 0,
+            f"velocity in {VELOCITIES}": settings["velocity"] in VELOCITIES,
         }
         for rule, ok in checks.items():
             if not ok:
@@ -134,13 +197,19 @@ class YellowFin(torch.optim.Optimizer):
         self.beta, self.curv_win_width, self.zero_debias = beta, int(curv_win_width), zero_debias
         self.clip_thresh, self.adaptive_clip = clip_thresh, adaptive_clip
         self.stat_protect_fac = stat_protect_fac
+        self.variant = variant
+        self.log_smooth_curvature = bool(settings["log_smooth_curvature"])
+        self.apply_unsmoothed = bool(settings["apply_unsmoothed"])
+        self.slow_start = bool(settings["slow_start"])
+        self.catastrophic_move_thresh = float(settings["catastrophic_move_thresh"])
+        self.velocity = settings["velocity"]
         # Global (not per-parameter) state under a string key: state_dict() keeps it as is.
         self.state["yellowfin"] = dict(
             step=0,
             lr=float(lr),  # the smoothed α and μ of Algorithm 1
             momentum=float(momentum),
             window=[],  # the last curv_win_width values of ||g||²
-            h_min_avg=0.0,
+            h_min_avg=0.0,  # of h_min or of log h_min (log_smooth_curvature)
             h_max_avg=0.0,
             norm_avg=0.0,  # of ||g||
             norm_sq_avg=0.0,  # of ||g||²
@@ -159,13 +228,20 @@ class YellowFin(torch.optim.Optimizer):
         tuner[key] = self.beta * tuner[key] + (1 - self.beta) * value
         return tuner[key] / self._debias()
 
+    def _curvature(self, key: str, extreme: float) -> float:
+        """The smoothed h_min or h_max: a moving average of the window's extreme, or (log
+        smoothing) the exponential of a moving average of its log."""
+        if not self.log_smooth_curvature:
+            return self._average(key, extreme)
+        return math.exp(self._average(key, math.log(max(extreme, EPS))))
+
     def _estimate(self, grads: list[torch.Tensor], params: list[torch.Tensor], h_t: float) -> None:
         """Update the estimates of Algorithms 2-4 with a gradient whose ||g||² is `h_t`."""
         tuner, w = self.state["yellowfin"], self.curv_win_width
         # Algorithm 2, curvature range: extremes of the sliding window, each then smoothed.
         tuner["window"] = (tuner["window"] + [h_t])[-w:]
-        tuner["h_min"] = self._average("h_min_avg", min(tuner["window"]))
-        tuner["h_max"] = self._average("h_max_avg", max(tuner["window"]))
+        tuner["h_min"] = self._curvature("h_min_avg", min(tuner["window"]))
+        tuner["h_max"] = self._curvature("h_max_avg", max(tuner["window"]))
         # Algorithm 3, variance: C = avg(||g||²) - ||avg(g)||², the sum over coordinates of
         # E[g²] - E[g]². The per-coordinate average of g is debiased as a whole vector, so its
         # squared norm divides by the square of the debiasing factor.
@@ -213,15 +289,25 @@ class YellowFin(torch.optim.Optimizer):
         self._estimate(grads, params, h_t)
 
         # Algorithm 1: from the second step on (the first has no variance to go by), tune μ_t and
-        # α_t and move the applied μ and α towards them.
+        # α_t; the moving averages of μ and α follow them (applied by variant "2017").
         if tuner["step"] > 1:
             mu_t, lr_t = single_step(
                 tuner["h_min"], tuner["h_max"], tuner["variance"], tuner["distance"]
             )
+            if self.slow_start:  # the estimates of the first steps are short averages
+                lr_t *= min(1.0, tuner["step"] / (10.0 * self.curv_win_width))
             tuner["mu_t"], tuner["lr_t"] = mu_t, lr_t
             tuner["momentum"] = self.beta * tuner["momentum"] + (1 - self.beta) * mu_t
             tuner["lr"] = self.beta * tuner["lr"] + (1 - self.beta) * lr_t
-        lr, mu = tuner["lr"], tuner["momentum"]
+        if self.apply_unsmoothed:
+            lr = tuner.get("lr_t", self.defaults["lr"])
+            mu = tuner.get("mu_t", self.defaults["momentum"])
+        else:
+            lr, mu = tuner["lr"], tuner["momentum"]
+        # A catastrophic move (α·||g|| at the threshold or beyond) is cut back to it.
+        norm = math.sqrt(h_t)
+        if lr * norm >= self.catastrophic_move_thresh:
+            lr = self.catastrophic_move_thresh / norm
 
         # Adaptive clipping of the update: a gradient beyond the curvature envelope is scaled
         # back onto it, so a sudden spike cannot throw the iterate far off.
@@ -229,12 +315,17 @@ class YellowFin(torch.optim.Optimizer):
             shrink = math.sqrt(h_prev / h_t)
             grads = [g * shrink for g in grads]
 
-        # Heavy-ball step, the paper's momentum update: x ← x + v with v = μ·v - α·g, v being the
-        # previous step x - x_prev (so a change of α does not rescale the momentum already built).
         for p, g in zip(params, grads, strict=True):
             velocity = self.state[p].setdefault("velocity", torch.zeros_like(p))
-            velocity.mul_(mu).add_(g, alpha=-lr)
-            p.add_(velocity)
+            if self.velocity == "sgd":
+                # torch.optim.SGD's buffer, the authors' step: x ← x - α·(μ·b + g).
+                velocity.mul_(mu).add_(g)
+                p.add_(velocity, alpha=-lr)
+            else:
+                # The paper's heavy ball: x ← x + v with v = μ·v - α·g, v being the previous
+                # step x - x_prev (so a change of α does not rescale the momentum already built).
+                velocity.mul_(mu).add_(g, alpha=-lr)
+                p.add_(velocity)
         for group in self.param_groups:
             group["lr"], group["momentum"] = lr, mu
         return loss
