@@ -33,9 +33,15 @@ Two versions of the authors' code differ in how μ_t and α_t become a step; `va
   steps as the paper writes it (the code used TensorFlow's MomentumOptimizer, SGD's velocity)
   and keeps the adaptive clipping, which the authors added in October 2017.
 
-Each of the four differences is also a setting of its own (None: as the variant says), so one
+Each of the five differences is also a setting of its own (None: as the variant says), so one
 can be changed alone. Fed the same gradients, the two variants give different trajectories
 from the second step on; tests/test_yellowfin.py checks both against the authors' equations.
+
+Where "current" still differs from the authors' code: the starting lr is the paper's 1.0 (their
+code's default is 1e-4; it only sets the first step); the cap that protects the estimates
+applies from the second step (their TensorFlow code; the PyTorch port waits a step more);
+their ε additions (1e-6) are floors here; their options for sparse gradients, an external lr
+factor, a non-increasing step and checkpoint recovery are left out.
 
 All moving averages use `beta` and, with `zero_debias`, are divided by 1 - beta^t (as Adam's
 moments), so early estimates are not pulled towards their zero initial value.
