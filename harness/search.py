@@ -36,6 +36,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep
 
 from harness.errors import ConfigError
+from harness.results import EXECUTION_KEYS
 
 METHODS = ("random", "grid")
 # A tuning study's protocol in its sweep folder (written by the tuning sweeper, read by the report).
@@ -210,6 +211,11 @@ def _key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
 
+def _executes(key: str) -> bool:
+    """Whether `key` says where or how fast a run executes (an execution key or inside one)."""
+    return key in EXECUTION_KEYS or key.split(".")[0] in EXECUTION_KEYS
+
+
 def tuning_jobs(
     combinations: Sequence[Sequence[str]], tune: Mapping[str, Any], default_optimizer: str
 ) -> list[list[str]]:
@@ -230,7 +236,9 @@ def tuning_jobs(
         space = search_space(tune, optimizer)
         tuned = {d.key for d in space}
         fixed = [o for o in rest if _key(o) not in tuned]  # the space overrides an axis
-        for trial in trials(space, tune["method"], tune["budget"], tune["seed"], fixed):
+        # Where or how fast a run executes (threads, device, ...) does not change its draws.
+        stream = [o for o in fixed if not _executes(_key(o))]
+        for trial in trials(space, tune["method"], tune["budget"], tune["seed"], stream):
             jobs += [[*fixed, *trial, *([s] if s else [])] for s in (seeds or [None])]
     return jobs
 

@@ -176,7 +176,8 @@ def already_finished(config: dict[str, Any], sweep_dir: Path, run_dir: Path) -> 
         return done[digest]
     if (run_dir / RUN_FILE).exists():
         if read_run(run_dir)["config_hash"] == digest:
-            return str(run_dir.relative_to(sweep_dir))
+            # One may be absolute and the other relative (the index's folders are relative).
+            return str(run_dir.resolve().relative_to(sweep_dir.resolve()))
         raise ConfigError(
             f"{run_dir} holds a finished run of another config; refusing to overwrite it "
             "(use another hydra.sweep.dir)"

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -288,3 +289,7 @@ def test_a_run_finished_since_the_index_is_found_in_its_folder(tmp_path, monkeyp
     assert already_finished({"hash": "x"}, tmp_path, tmp_path / "x") == "x"
     with pytest.raises(ConfigError, match="holds a finished run of another config"):
         already_finished({"hash": "y"}, tmp_path, tmp_path / "x")
+    # Hydra may name the sweep folder relative to the working directory, the run's absolutely.
+    monkeypatch.chdir(tmp_path.parent)
+    relative = Path(tmp_path.name)
+    assert already_finished({"hash": "x"}, relative, tmp_path / "x") == "x"

@@ -94,6 +94,17 @@ def test_every_combination_gets_its_budget_and_every_seed_the_same_trials():
     assert by_seed[0] == by_seed[1] and len(set(by_seed[0])) == 5
 
 
+def test_where_a_run_executes_does_not_change_its_draws():
+    combo = ["model=net1", "optimizer=adam", "seed=0"]
+    plain = tuning_jobs([combo], PROTOCOL, "adam")
+    executed = ["threads=1", "device=cpu", "data.root=/elsewhere", "sweep.append=true"]
+    moved = tuning_jobs([[*combo, *executed]], PROTOCOL, "adam")
+    assert [lr_of(j) for j in moved] == [lr_of(j) for j in plain]
+    # A key that changes what a run computes draws its own trials.
+    other = tuning_jobs([[*combo, "data.val_size=500"]], PROTOCOL, "adam")
+    assert [lr_of(j) for j in other] != [lr_of(j) for j in plain]
+
+
 @pytest.mark.parametrize(
     "protocol,message",
     [
