@@ -8,7 +8,10 @@ Side by side in one invocation, on the same data and iterations:
   (a) the plain loop: nn.Sequential, torch.optim, DataLoader(TensorDataset, shuffle=True);
   (b) the single-run engine (harness.engine.train), one run after another;
   (c) the stacked engine: all configs of a net as one stack in one process (torch's default
-      threads), and split into one single-threaded worker process per core (execute_jobs).
+      threads), by the hand-written MLP stack (harness.stacked_model, what MLPs use) and by the
+      torch.func stack any other model uses (harness.stacked_module), interleaved --repeats
+      times (medians); and split into one single-threaded worker process per core
+      (execute_jobs). --stacked-only times the two stacked paths alone.
 Times are optimisation only (evaluations excluded); per model = total / number of configs.
 GFLOP/s counts forward + backward matrix products; the peak is large fp32 matmuls measured in
 the same run (one matmul on all threads, or one single-threaded matmul per core at once: the
@@ -36,8 +39,11 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from harness import run as run_module
 from harness.data import load_mnist
-from harness.launcher import execute_jobs, model_flops
+from harness.job import Job
+from harness.launcher import execute_jobs
 from harness.stacked import train_stack
+from harness.stacked_model import StackedMLP
+from harness.stacked_module import StackedModule
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_ROOT = os.environ.get("HARNESS_DATA_ROOT", str(REPO.parent / "shared" / "data" / "mnist"))
@@ -140,7 +146,7 @@ def plain_loop(cfg, x: torch.Tensor, y: torch.Tensor, iterations: int) -> float:
 
 def single_engine(cfg) -> float:
     """(b): harness.engine.train; returns the optimisation time."""
-    return run_module.train_single(run_module.prepare(cfg, Path("unused"), {})).train_time_s
+    return run_module.train_single(run_module.prepare(Job.of(cfg, "unused"))).train_time_s
 
 
 def data_loading(x: torch.Tensor, y: torch.Tensor, batches: int) -> list[tuple[str, float]]:
@@ -190,35 +196,48 @@ def data_loading(x: torch.Tensor, y: torch.Tensor, batches: int) -> list[tuple[s
     return results
 
 
+def stack_paths(cfgs, repeats: int) -> tuple[float, float]:
+    """Seconds per model of one stack of `cfgs` in this process, by the hand-written MLP stack
+    and by the torch.func stack: medians of `repeats`, the two interleaved."""
+    times: dict[type, list[float]] = {StackedMLP: [], StackedModule: []}
+    for _ in range(repeats):
+        for stack_class, seconds in times.items():
+            runs = [run_module.prepare(Job.of(c, "unused")) for c in cfgs]
+            seconds.append(train_stack(runs, stack_class=stack_class)[0].train_time_s / len(cfgs))
+    return statistics.median(times[StackedMLP]), statistics.median(times[StackedModule])
+
+
 def bench_net(args, net: str, peak: float, x: torch.Tensor, y: torch.Tensor) -> dict:
     it = args.iterations
     cfgs = [compose("config", overrides(args.data_root, net, o, lr, it)) for o, lr in CONFIGS]
     n = len(cfgs)
-    flops = model_flops(cfgs[0]) * it  # per model
-    torch.set_num_threads(os.cpu_count() or 1)
-    plain = sum(plain_loop(c, x, y, it) for c in cfgs) / n
-    torch.set_num_threads(1)
-    plain1 = sum(plain_loop(c, x, y, it) for c in cfgs) / n
-    torch.set_num_threads(os.cpu_count() or 1)
-    single = sum(single_engine(c) for c in cfgs) / n
-    torch.set_num_threads(os.cpu_count() or 1)
-    runs = [run_module.prepare(c, Path("unused"), {}) for c in cfgs]
-    one_process = train_stack(runs)[0].train_time_s / n
-    with tempfile.TemporaryDirectory() as tmp:
-        jobs = [(stacked(c), Path(tmp) / str(i), {}) for i, c in enumerate(cfgs)]
-        records = execute_jobs(jobs, workers=args.workers, use_workers=True)
-    workers = max(r["train_time_s"] for r in records) / n
+    flops = Job.of(cfgs[0], "unused").problem.flops(cfgs[0]) * it  # per model
+    threads = os.cpu_count() or 1
     rows = {}
-    for label, seconds in (
-        (f"(a) plain PyTorch loop ({os.cpu_count()} threads)", plain),
-        ("(a) plain PyTorch loop, 1 thread", plain1),
-        ("(b) single-run engine", single),
-        (f"(c) stacked, 1 process x {os.cpu_count()} threads", one_process),
-        (f"(c) stacked, {args.workers} processes x 1 thread", workers),
-    ):
+    if not args.stacked_only:
+        torch.set_num_threads(threads)
+        plain = sum(plain_loop(c, x, y, it) for c in cfgs) / n
+        torch.set_num_threads(1)
+        rows[f"(a) plain PyTorch loop ({threads} threads)"] = plain
+        rows["(a) plain PyTorch loop, 1 thread"] = sum(plain_loop(c, x, y, it) for c in cfgs) / n
+        torch.set_num_threads(threads)
+        rows["(b) single-run engine"] = sum(single_engine(c) for c in cfgs) / n
+    torch.set_num_threads(threads)
+    hand, func = stack_paths(cfgs, args.repeats)
+    rows[f"(c) stacked, 1 process x {threads} threads, hand-written MLP stack"] = hand
+    rows[f"(c) stacked, 1 process x {threads} threads, torch.func stack"] = func
+    if not args.stacked_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            jobs = [Job.of(stacked(c), Path(tmp) / str(i)) for i, c in enumerate(cfgs)]
+            records = execute_jobs(jobs, workers=args.workers, use_workers=True)
+        label = f"(c) stacked, {args.workers} processes x 1 thread"
+        rows[label] = max(r["train_time_s"] for r in records) / n
+    baseline = next(iter(rows.values()))  # (a), or the hand-written stack with --stacked-only
+    out = {}
+    for label, seconds in rows.items():
         gflops = flops / seconds / 1e9
-        rows[label] = (seconds / it * 1000, plain / seconds, gflops, gflops / peak)
-    return rows
+        out[label] = (seconds / it * 1000, baseline / seconds, gflops, gflops / peak)
+    return out
 
 
 def course(args) -> list[tuple[str, float, int]]:
@@ -264,6 +283,12 @@ def main() -> None:
     parser.add_argument("--data-root", default=DEFAULT_ROOT)
     parser.add_argument("--batches", type=int, default=500, help="batches per data-loading variant")
     parser.add_argument(
+        "--repeats", type=int, default=3, help="medians of the two stacked paths (default 3)"
+    )
+    parser.add_argument(
+        "--stacked-only", action="store_true", help="time the two stacked paths only"
+    )
+    parser.add_argument(
         "--course", action="store_true", help="also time the whole course study (minutes)"
     )
     parser.add_argument(
@@ -287,7 +312,10 @@ def main() -> None:
     data = load_mnist(args.data_root)
     x, y = data.x_train, data.y_train
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        print("| net | loop | s / 1000 it / model | speed-up vs (a) | GFLOP/s | share of peak |")
+        versus = "the hand-written stack" if args.stacked_only else "(a)"
+        print(
+            f"| net | loop | s / 1000 it / model | speed-up vs {versus} | GFLOP/s | share of peak |"
+        )
         print("|---|---|---:|---:|---:|---:|")
         for net in args.nets.split(","):
             for label, (s, ratio, gflops, share) in bench_net(args, net, peak, x, y).items():
@@ -296,6 +324,8 @@ def main() -> None:
                     flush=True,
                 )
 
+        if args.stacked_only:
+            return
         torch.set_num_threads(os.cpu_count() or 1)
         print("\n| data loading (batch 128) | us / batch | s / 1000 batches |")
         print("|---|---:|---:|")

@@ -23,6 +23,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 
 from harness import launcher
+from harness.job import Job
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_ROOT = os.environ.get("HARNESS_DATA_ROOT", str(REPO.parent / "shared" / "data" / "mnist"))
@@ -53,7 +54,7 @@ def sweep(root: str, net: str, iterations: int) -> list:
 
 def timed(cfgs: list, use_workers: bool) -> float:
     with tempfile.TemporaryDirectory() as tmp:
-        jobs = [(cfg, Path(tmp) / str(i), {}) for i, cfg in enumerate(cfgs)]
+        jobs = [Job.of(cfg, Path(tmp) / str(i)) for i, cfg in enumerate(cfgs)]
         tic = time.perf_counter()
         launcher.execute_jobs(jobs, use_workers=use_workers)
         return time.perf_counter() - tic

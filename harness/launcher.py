@@ -19,13 +19,13 @@ launcher of `harness-train -m`) calls with the jobs of a sweep that are left to 
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import logging
 import os
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -34,13 +34,11 @@ from omegaconf import DictConfig
 
 from harness import run as run_module
 from harness.data import TensorData
-from harness.problems import problem_of
+from harness.job import Job
 from harness.stacked import execute_group, refusal, stack_key
 from harness.sweep import format_seconds
 
 log = logging.getLogger(__name__)
-
-Job = tuple[DictConfig, Path, dict[str, str]]  # (resolved config, run folder, config-group choices)
 
 # Estimated work (see `estimated_work`) from which a sweep trains in worker processes. Each
 # worker costs seconds to start (a Python process importing torch: 10 s here under load), and
@@ -59,19 +57,16 @@ def requested_engine(cfg: DictConfig) -> str:
     return cfg.train.engine
 
 
-def model_flops(cfg: DictConfig) -> float:
-    """FLOPs of one training step of one model of `cfg`, as its problem counts them."""
-    return problem_of(cfg).flops(cfg)
-
-
-def estimated_work(cfg: DictConfig) -> float:
-    """What training the run of `cfg` costs, in FLOPs: its steps (with their fixed overhead) and
+def estimated_work(job: Job) -> float:
+    """What training the job's run costs, in FLOPs: its steps (with their fixed overhead) and
     its evaluations (forward passes over the training subset and the test set)."""
+    cfg = job.cfg
     train = cfg.train
+    flops = job.problem.flops(cfg)  # one training step of one model
     train_size = cfg.data.get("train_size") or MNIST_TRAIN_SIZE
     iterations = train.iterations or train.epochs * (train_size // train.batch_size)
-    step = model_flops(cfg) + STEP_OVERHEAD_FLOPS
-    forward_per_example = model_flops(cfg) / (3 * train.batch_size)  # about a third of a step
+    step = flops + STEP_OVERHEAD_FLOPS
+    forward_per_example = flops / (3 * train.batch_size)  # about a third of a step
     examples = min(train.eval_train_size or train_size, train_size) + (
         cfg.data.get("test_size") or 10_000
     )
@@ -94,20 +89,20 @@ def plan(jobs: Sequence[Job], parts: int) -> list[Task]:
     tasks: list[Task] = []
     groups: dict[tuple, list[int]] = {}
     refused: Counter[str] = Counter()
-    for index, (cfg, _, _) in enumerate(jobs):
-        engine = requested_engine(cfg)
-        reason = None if engine == "single" else refusal(cfg)
+    for index, job in enumerate(jobs):
+        engine = requested_engine(job.cfg)
+        reason = None if engine == "single" else refusal(job)
         if engine == "single":
             tasks.append(Task([index], stacked=False, here=True))
         elif reason is not None:
             refused[reason] += 1
             tasks.append(Task([index], stacked=False))
         else:
-            groups.setdefault(stack_key(cfg), []).append(index)
+            groups.setdefault(stack_key(job.cfg), []).append(index)
     for reason, runs in refused.items():
         log.info("%d run(s) cannot stack, %s: they train with the single-run engine", runs, reason)
     for members in groups.values():
-        alone = len(members) == 1 and requested_engine(jobs[members[0]][0]) == "auto"
+        alone = len(members) == 1 and requested_engine(jobs[members[0]].cfg) == "auto"
         if alone:  # nothing to stack it with: the single-run engine
             tasks.append(Task(members, stacked=False))
             continue
@@ -119,11 +114,12 @@ def plan(jobs: Sequence[Job], parts: int) -> list[Task]:
 def _run_task(jobs: Sequence[Job], stacked: bool, threads: int | None) -> list[dict[str, Any]]:
     if stacked:
         return execute_group(jobs, threads=threads)
-    cfg, out_dir, choices = jobs[0]
+    job = jobs[0]
     if threads is not None:
-        cfg = cfg.copy()
+        cfg = job.cfg.copy()
         cfg.threads = threads
-    return [run_module.execute(cfg, Path(out_dir), choices)]
+        job = dataclasses.replace(job, cfg=cfg)
+    return [run_module.execute_job(job)]
 
 
 def _worker_init(level: int, datasets: dict[str, TensorData]) -> None:
@@ -155,8 +151,8 @@ class _Progress:
 def execute_jobs(
     jobs: Sequence[Job], workers: int | None = None, use_workers: bool | None = None
 ) -> list[dict[str, Any]]:
-    """Train a sweep's jobs (cfg, out_dir, choices) with the engine each asks for and return
-    their run.json records in job order. The jobs are expected to pass `run.check`.
+    """Train a sweep's jobs with the engine each asks for and return their run.json records in
+    job order. The jobs are expected to pass `run.check`.
 
     `workers`: worker processes (default: one per core; on a GPU, none); `use_workers`: start
     them (True), don't (False), or decide from the estimated work (None).
@@ -164,11 +160,11 @@ def execute_jobs(
     jobs = list(jobs)
     if not jobs:  # e.g. every job of a resumed sweep had finished already
         return []
-    on_gpu = any(run_module.resolve_device(cfg.device).type != "cpu" for cfg, _, _ in jobs)
+    on_gpu = any(run_module.resolve_device(job.cfg.device).type != "cpu" for job in jobs)
     if workers is None:
         workers = 1 if on_gpu else (os.cpu_count() or 1)
     if use_workers is None:
-        work = sum(estimated_work(cfg) for cfg, _, _ in jobs if requested_engine(cfg) != "single")
+        work = sum(estimated_work(job) for job in jobs if requested_engine(job.cfg) != "single")
         use_workers = work >= WORKER_THRESHOLD
     use_workers = use_workers and workers > 1
     tasks = plan(jobs, workers if use_workers else 1)
@@ -196,7 +192,7 @@ def _threads_here(task: Task, jobs: list[Job]) -> int | None:
     (the sweep is small, and a stack's small products gain little from a second thread but
     lose much when another process is busy: 4 s with 1 thread, 20 s with 2, for 8 net1 models
     x 1,500 steps on this 2-core machine under load)."""
-    return 1 if task.stacked and jobs[0][0].threads is None else None
+    return 1 if task.stacked and jobs[0].cfg.threads is None else None
 
 
 def _train_in_workers(
@@ -207,9 +203,9 @@ def _train_in_workers(
 ) -> None:
     """Train `tasks` in `workers` single-threaded processes, largest first, and `record` each
     as it finishes. The data sets are loaded here once and shared with the workers."""
-    data_configs = {run_module.data_key(jobs[i][0]): jobs[i][0] for t in tasks for i in t.jobs}
-    datasets = {key: run_module.load_data(cfg) for key, cfg in data_configs.items()}
-    tasks = sorted(tasks, key=lambda t: -sum(estimated_work(jobs[i][0]) for i in t.jobs))
+    data_jobs = {run_module.data_key(jobs[i].cfg): jobs[i] for t in tasks for i in t.jobs}
+    datasets = {key: run_module.load_data(job.cfg, job.problem) for key, job in data_jobs.items()}
+    tasks = sorted(tasks, key=lambda t: -sum(estimated_work(jobs[i]) for i in t.jobs))
     context = torch.multiprocessing.get_context("spawn")  # no fork after torch started threads
     with concurrent.futures.ProcessPoolExecutor(
         max_workers=min(workers, len(tasks)),

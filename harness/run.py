@@ -24,7 +24,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness import engine
 from harness.errors import ConfigError, HarnessError
-from harness.problems import Problem, problem_of
+from harness.job import Job
+from harness.problems import Problem
 from harness.results import METRIC_COLUMNS, config_hash, write_run
 from harness.stacked_rules import OPTIMIZER_STEP, TORCH_FUSED
 from harness.validate import DTYPES, validate_run
@@ -106,13 +107,13 @@ def data_key(cfg: DictConfig) -> str:
     return json.dumps(OmegaConf.to_container(cfg.data, resolve=True), sort_keys=True)
 
 
-def load_data(cfg: DictConfig) -> Any:
-    """The data set of `cfg` (as its problem loads it), loaded once per process."""
+def load_data(cfg: DictConfig, problem: Problem) -> Any:
+    """The data set of `cfg`, as its `problem` loads it, loaded once per process."""
     key = data_key(cfg)
     if key not in _DATA:
         if len(_DATA) >= _DATA_KEPT:
             del _DATA[next(iter(_DATA))]  # the oldest
-        _DATA[key] = problem_of(cfg).load(cfg)
+        _DATA[key] = problem.load(cfg)
     return _DATA[key]
 
 
@@ -121,9 +122,9 @@ def adopt_data(datasets: dict[str, Any]) -> None:
     _DATA.update(datasets)
 
 
-def load_setup(cfg: DictConfig, device: torch.device, dtype: torch.dtype) -> Setup:
-    problem = problem_of(cfg)
-    data = problem.to(load_data(cfg), device, dtype)
+def load_setup(job: Job, device: torch.device, dtype: torch.dtype) -> Setup:
+    cfg, problem = job.cfg, job.problem
+    data = problem.to(load_data(cfg, problem), device, dtype)
     n_train = problem.size(data)
     train = cfg.train
     if train.batch_size > n_train:
@@ -189,12 +190,14 @@ def _optimizer_and_schedule(node: DictConfig, cfg: DictConfig, params, iteration
     return optimizer, scheduler
 
 
-def build_optimizer(cfg: DictConfig, model: torch.nn.Module, iterations: int):
-    """The optimizer and LR schedule of `cfg` for `model`: one optimizer per parameter group of
-    the problem (usually one: `optimizer` over every parameter), each with the schedule."""
+def build_optimizer(job: Job, model: torch.nn.Module, iterations: int):
+    """The optimizer and LR schedule of the job's config for `model`: one optimizer per
+    parameter group of its problem (usually one: `optimizer` over every parameter), each with
+    the schedule."""
+    cfg = job.cfg
     pairs = [
         _optimizer_and_schedule(node, cfg, params, iterations)
-        for params, node in problem_of(cfg).parameter_groups(cfg, model)
+        for params, node in job.problem.parameter_groups(cfg, model)
     ]
     if len(pairs) == 1:
         return pairs[0]
@@ -262,28 +265,25 @@ class PreparedRun:
         return torch.Generator().manual_seed(self.order_seed)
 
 
-def prepare(cfg: DictConfig, out_dir: Path, choices: dict[str, str]) -> PreparedRun:
-    """Validate `cfg`, load its data and build its model, optimizer and schedule.
-
-    `choices` names the config-group options the config was composed from (model, optimizer,
-    ...): they identify the run in the results tables.
-    """
+def prepare(job: Job) -> PreparedRun:
+    """Validate the job's config, load its data and build its model, optimizer and schedule."""
     started = time.perf_counter()
-    validate_run(cfg)
+    cfg = job.cfg
+    validate_run(cfg, job.problem)
     device = resolve_device(cfg.device)
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
     dtype = DTYPES[cfg.train.dtype]
-    setup = load_setup(cfg, device, dtype)
+    setup = load_setup(job, device, dtype)
     init_seed, order_seed = run_seeds(cfg.seed)
     torch.manual_seed(cfg.seed)  # anything else random (none in the built-in models)
     generator = torch.Generator().manual_seed(init_seed)
     model = setup.problem.build_model(cfg, setup.data, generator)
-    optimizer, scheduler = build_optimizer(cfg, model, setup.schedule.iterations)
+    optimizer, scheduler = build_optimizer(job, model, setup.schedule.iterations)
     return PreparedRun(
         cfg,
-        dict(choices),
-        out_dir,
+        dict(job.choices),
+        job.out_dir,
         setup,
         model,
         optimizer,
@@ -294,16 +294,17 @@ def prepare(cfg: DictConfig, out_dir: Path, choices: dict[str, str]) -> Prepared
     )
 
 
-def check(cfg: DictConfig) -> None:
-    """Raise the HarnessError `prepare` would raise for `cfg`, without building its model: what
-    a launcher runs on every job of a sweep before it creates anything."""
+def check(job: Job) -> None:
+    """Raise the HarnessError `prepare` would raise for the job, without building its model:
+    what a launcher runs on every job of a sweep before it creates anything."""
+    cfg = job.cfg
     if "esgd" in cfg:
         from harness.esgd import ONE_STUDY_PER_COMMAND
 
         raise ConfigError(ONE_STUDY_PER_COMMAND)
-    validate_run(cfg)
+    validate_run(cfg, job.problem)
     resolve_device(cfg.device)
-    setup = load_setup(cfg, torch.device("cpu"), torch.float32)
+    setup = load_setup(job, torch.device("cpu"), torch.float32)
     probe = torch.nn.ParameterList([torch.nn.Parameter(torch.zeros(1))])
     _optimizer_and_schedule(cfg.optimizer, cfg, probe.parameters(), setup.schedule.iterations)
 
@@ -373,10 +374,19 @@ def train_single(run: PreparedRun, progress: bool = False) -> engine.Outcome:
     )
 
 
-def execute(cfg: DictConfig, out_dir: Path, choices: dict[str, str]) -> dict[str, Any]:
+def execute(
+    cfg: DictConfig, out_dir: Path, choices: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Run one training job described by `cfg` with the single-run engine and write its results
-    into `out_dir`. Returns the run.json record."""
-    run = prepare(cfg, out_dir, choices)
+    into `out_dir`. Returns the run.json record. `choices` names the config-group options the
+    config was composed from (model, optimizer, ...): they identify the run in the tables."""
+    return execute_job(Job.of(cfg, out_dir, choices))
+
+
+def execute_job(job: Job) -> dict[str, Any]:
+    """`execute` for a job whose problem is resolved."""
+    run = prepare(job)
+    cfg, choices = job.cfg, job.choices
     log.info(
         "training %s with %s (lr=%g) for %d iterations on %s",
         choices.get("model"),

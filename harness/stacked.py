@@ -2,8 +2,10 @@
 and schedule are trained together as one stacked model.
 
 Runs that share architecture, batch size, data, seed (hence data order) and length (see
-`group_key`) see the very same mini-batches, so their K networks are held as one `StackedMLP`
-(harness.stacked_model) and trained with one pass over each batch. Each model keeps its own
+`group_key`) see the very same mini-batches, so their K networks are held as one stacked model
+and trained with one pass over each batch: MLPs as a `StackedMLP` (harness.stacked_model, forward
+and backward written out), any other model as a `StackedModule` (harness.stacked_module,
+torch.func) if a probe shows that it stacks exactly. Each model keeps its own
 ``nn.Module``, optimizer and LR scheduler exactly as `run.prepare` built them (so initialisation
 is the single-run engine's by construction); `StackedOptimizers` (harness.stacked_rules) steps
 them. A model whose loss diverges is recorded as diverged and removed from the stack (the stack
@@ -18,11 +20,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import logging
 import time
 import warnings
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -39,27 +41,32 @@ from harness.engine import (
     logged_hyperparameters,
 )
 from harness.errors import HarnessError
-from harness.models import resolve_activations
-from harness.problems import problem_of
-from harness.stacked_model import MLP_TARGET, StackedMLP
+from harness.job import Job
+from harness.models import INIT_KEYS, MLP, MLP_TARGET, resolve_activations
+from harness.problems import Problem
+from harness.stacked_model import StackedMLP
+from harness.stacked_module import StackedModule
+from harness.stacked_module import stacking_refusal as module_refusal
 from harness.stacked_rules import StackedOptimizers, rule_key, stacking_refusal, update_path
 from harness.validate import DTYPES, validate_run
 
 log = logging.getLogger(__name__)
 
-Job = tuple[DictConfig, Path, dict[str, str]]
 
-
-def refusal(cfg: DictConfig) -> str | None:
-    """Why the run of `cfg` cannot join a stack (None: it can). Only harness.models.MLP stacks;
-    torch.optim's classes update their parameters in place, any other optimizer class must pass
-    `stacking_refusal`'s probe (StackedOptimizers checks the views after every step as well)."""
-    problem = problem_of(cfg)
+def refusal(job: Job) -> str | None:
+    """Why the run of `cfg` cannot join a stack (None: it can). Its problem must stack; an MLP
+    stacks by the hand-written path, any other model if `_module_probe` finds that it stacks
+    exactly; torch.optim's classes update their parameters in place, any other optimizer class
+    must pass `stacking_refusal`'s probe (StackedOptimizers checks the views after every step as
+    well)."""
+    cfg, problem = job.cfg, job.problem
     if not problem.stackable:
         return f"its problem {type(problem).__name__} does not stack"
-    target = cfg.model.get("_target_")
-    if target != MLP_TARGET:
-        return f"its model {target} is not {MLP_TARGET}, the one model class that stacks"
+    if cfg.model.get("_target_") != MLP_TARGET:
+        model_yaml = OmegaConf.to_yaml(cfg.model, resolve=True)
+        reason = _module_probe(problem, model_yaml, cfg.train.dtype, run_module.data_key(cfg))
+        if reason is not None:
+            return f"its model {cfg.model._target_}: {reason}"
     if cfg.optimizer._target_.startswith("torch.optim."):
         return None
     reason = _probe(OmegaConf.to_yaml(cfg.optimizer, resolve=True), cfg.train.dtype)
@@ -71,13 +78,28 @@ def _probe(optimizer_yaml: str, dtype: str) -> str | None:
     return stacking_refusal(run_module.build(OmegaConf.create(optimizer_yaml)), DTYPES[dtype])
 
 
-def group_key(cfg: DictConfig) -> tuple | None:
+@functools.lru_cache(maxsize=64)
+def _module_probe(problem: Problem, model_yaml: str, dtype: str, data_json: str) -> str | None:
+    """`stacked_module.stacking_refusal` on two copies of the model, built on the CPU for its
+    data (loaded once per process: the sweep trains on it), on two training examples."""
+    cfg = OmegaConf.create({"model": OmegaConf.create(model_yaml), "data": json.loads(data_json)})
+    try:
+        data = problem.to(run_module.load_data(cfg, problem), torch.device("cpu"), DTYPES[dtype])
+        models = [
+            problem.build_model(cfg, data, torch.Generator().manual_seed(seed)) for seed in (0, 1)
+        ]
+    except HarnessError as exc:  # the single-run engine reports it, as for any run
+        return f"it cannot be built ({exc})"
+    return module_refusal(models, data.x_train[:2], data.y_train[:2])
+
+
+def group_key(job: Job) -> tuple | None:
     """Key under which runs may be stacked (`stack_key`); None if this run cannot be stacked (see
     `refusal`), or if its config does not validate (the single-run engine then reports the
     error)."""
     try:
-        validate_run(cfg)
-        return None if refusal(cfg) is not None else stack_key(cfg)
+        validate_run(job.cfg, job.problem)
+        return None if refusal(job) is not None else stack_key(job.cfg)
     except HarnessError:
         return None
 
@@ -90,12 +112,9 @@ def stack_key(cfg: DictConfig) -> tuple:
     differ inside a group (each model is built by run.prepare with its own settings); execution
     settings (threads, progress, train.engine) are ignored: the launcher decides on those.
     """
-    model, train = cfg.model, cfg.train
-    hidden = tuple(int(h) for h in model.hidden)
+    train = cfg.train
     return (
-        MLP_TARGET,
-        hidden,
-        tuple(resolve_activations(hidden, model.activations)),
+        *_architecture(cfg.model),
         train.batch_size,
         train.iterations,
         train.epochs,
@@ -109,9 +128,31 @@ def stack_key(cfg: DictConfig) -> tuple:
     )
 
 
-def train_stack(runs: Sequence[run_module.PreparedRun], progress: bool = False) -> list[Outcome]:
+def _architecture(model: DictConfig) -> tuple:
+    """What models of one stack share: an MLP's layers and activations; any other model's
+    config but for its initialisation scheme."""
+    if model.get("_target_") == MLP_TARGET:
+        hidden = tuple(int(h) for h in model.hidden)
+        return MLP_TARGET, hidden, tuple(resolve_activations(hidden, model.activations))
+    config = OmegaConf.to_container(model, resolve=True)
+    for key in INIT_KEYS:
+        config.pop(key, None)
+    return (json.dumps(config, sort_keys=True),)
+
+
+def stack_of(models: Sequence[torch.nn.Module]) -> StackedMLP | StackedModule:
+    """The stacked model of `models`: the hand-written one for MLPs, torch.func's otherwise."""
+    return StackedMLP(models) if isinstance(models[0], MLP) else StackedModule(models)
+
+
+def train_stack(
+    runs: Sequence[run_module.PreparedRun],
+    progress: bool = False,
+    stack_class: type[StackedMLP] | type[StackedModule] | None = None,
+) -> list[Outcome]:
     """Train prepared runs of one group (see `group_key`) together; one Outcome per run, as
-    engine.train would return it for that run alone."""
+    engine.train would return it for that run alone. `stack_class` (benchmarks, tests) forces
+    a stacked model class instead of `stack_of`'s choice."""
     setup = runs[0].setup
     data, schedule = setup.data, setup.schedule
     x, y = data.x_train, data.y_train
@@ -123,7 +164,7 @@ def train_stack(runs: Sequence[run_module.PreparedRun], progress: bool = False) 
     diverged_at: list[int | None] = [None] * len(runs)
     # runs still training, in stack order: models that share an update rule are neighbours
     active = sorted(range(len(runs)), key=lambda i: repr(rule_key(runs[i].optimizer)))
-    stack = StackedMLP([runs[i].model for i in active])
+    stack = (stack_class or stack_of)([runs[i].model for i in active])
     optimizers = StackedOptimizers(stack, [runs[i].optimizer for i in active])
     losses = torch.zeros(len(runs), log_every, device=x.device, dtype=x.dtype)
     train_time = 0.0
@@ -192,16 +233,16 @@ def train_stack(runs: Sequence[run_module.PreparedRun], progress: bool = False) 
 
 
 def execute_group(jobs: Sequence[Job], threads: int | None = None) -> list[dict[str, Any]]:
-    """Train the jobs (cfg, out_dir, choices), all with the same `group_key`, together as one
-    stack; write each job's results as run.execute does; return their run.json records in order.
+    """Train the jobs, all with the same `group_key`, together as one stack; write each job's
+    results as run.execute does; return their run.json records in order.
 
     Every job is validated and built (run.prepare) before anything trains, so a job with a bad
     config raises the HarnessError run.execute would raise, and nothing is written. `threads`
     overrides the configs' torch thread count (the launcher's workers use 1).
     """
     runs: list[run_module.PreparedRun] = []
-    for cfg, out_dir, choices in jobs:
-        prepared = run_module.prepare(cfg, Path(out_dir), choices)
+    for job in jobs:
+        prepared = run_module.prepare(job)
         if runs:  # one copy of the data for the whole stack
             prepared.setup = dataclasses.replace(prepared.setup, data=runs[0].setup.data)
         runs.append(prepared)
@@ -213,7 +254,7 @@ def execute_group(jobs: Sequence[Job], threads: int | None = None) -> list[dict[
     log.info(
         "training %d %s models stacked for %d iterations on %s",
         len(runs),
-        runs[0].choices.get("model"),
+        runs[0].choices.get("model") or cfg.model._target_,
         runs[0].setup.schedule.iterations,
         runs[0].device,
     )

@@ -16,10 +16,7 @@ import torch
 from torch.nn import functional as F
 
 from harness.engine import EVAL_CHUNK
-from harness.models import ACTIVATIONS, MLP
-
-# The one model class that stacks; any other trains with the single-run engine.
-MLP_TARGET = f"{MLP.__module__}.{MLP.__qualname__}"
+from harness.models import ACTIVATIONS, MLP, MLP_TARGET  # noqa: F401 - esgd.settings reads it here
 
 _aten = torch.ops.aten
 
@@ -78,6 +75,20 @@ class StackedMLP:
                 layer.bias.data = self.biases[i][k]
                 layer.bias.grad = self.bias_grads[i][k]
         self._saved, self._x = [], None
+
+    def tensors(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """(stacked parameter, its stacked gradient) pairs: the weights, then the biases."""
+        return list(
+            zip(self.weights + self.biases, self.weight_grads + self.bias_grads, strict=True)
+        )
+
+    def views(self, k: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """(model k's parameter, its data view, its gradient view) triples."""
+        triples = []
+        for i, layer in enumerate(self.models[k].layers):
+            triples.append((layer.weight, self.weights[i][k], self.weight_grads[i][k]))
+            triples.append((layer.bias, self.biases[i][k], self.bias_grads[i][k]))
+        return triples
 
     @torch.no_grad()
     def forward(self, x: torch.Tensor, keep: bool = False) -> torch.Tensor:

@@ -25,6 +25,7 @@ from torch.optim.optimizer import _get_scalar_dtype
 
 from harness.errors import HarnessError
 from harness.stacked_model import StackedMLP
+from harness.stacked_module import StackedModule
 
 STACKED_RULE, TORCH_FUSED, OPTIMIZER_STEP = "stacked_rule", "torch_fused", "optimizer_step"
 
@@ -371,7 +372,9 @@ class StackedOptimizers:
     `rule_key`) is updated with one set of tensor operations; other models by their own
     optimizer (whose parameters are views of the stack)."""
 
-    def __init__(self, stack: StackedMLP, optimizers: Sequence[torch.optim.Optimizer]) -> None:
+    def __init__(
+        self, stack: StackedMLP | StackedModule, optimizers: Sequence[torch.optim.Optimizer]
+    ) -> None:
         self.stack = stack
         self.optimizers = list(optimizers)
         self.step_count = 0
@@ -393,8 +396,7 @@ class StackedOptimizers:
         self.extras: list[dict] = [{} for _ in self.optimizers]
 
     def _tensors(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        s = self.stack
-        return list(zip(s.weights + s.biases, s.weight_grads + s.bias_grads, strict=True))
+        return self.stack.tensors()
 
     def keep(self, kept: Sequence[int]) -> None:
         """Keep only the models at positions `kept` (call after the stack was restacked)."""
@@ -402,7 +404,7 @@ class StackedOptimizers:
         for (start, stop, key), state in zip(self.slices, self.states, strict=True):
             rows = [k - start for k in kept if start <= k < stop]
             if rows:
-                index = torch.tensor(rows, device=self.stack.weights[0].device)
+                index = torch.tensor(rows, device=self._tensors()[0][0].device)
                 states.append([{n: t[index] for n, t in st.items()} for st in state])
                 slices.append((position, position + len(rows), key))
                 position += len(rows)
@@ -413,17 +415,11 @@ class StackedOptimizers:
     def _check_views(self, k: int) -> None:
         """After model k's own step(): its parameters must still be views of the stack, or its
         update went elsewhere and the stack would silently train something else."""
-        model = self.stack.models[k]
-        for i, layer in enumerate(model.layers):
-            stacked = (
-                (layer.weight, self.stack.weights[i][k], self.stack.weight_grads[i][k]),
-                (layer.bias, self.stack.biases[i][k], self.stack.bias_grads[i][k]),
+        if not all(_views(p, data, grad) for p, data, grad in self.stack.views(k)):
+            raise HarnessError(
+                f"{type(self.optimizers[k]).__name__}.step() replaced its parameters' "
+                "tensors in a stack, so it cannot train stacked; use train.engine=single"
             )
-            if not all(_views(p, data, grad) for p, data, grad in stacked):
-                raise HarnessError(
-                    f"{type(self.optimizers[k]).__name__}.step() replaced its parameters' "
-                    "tensors in a stack, so it cannot train stacked; use train.engine=single"
-                )
 
     @torch.no_grad()
     def step(self) -> None:

@@ -239,6 +239,9 @@ class SweepCallback(Callback):
         log.info(
             "sweep of %d runs into %s (%d finished runs there already)", jobs, sweep_dir, already
         )
+        tune = config.get("tune")
+        if tune is None or not tune.get("source"):
+            return  # not an evaluation phase: harness.selection (pandas, scipy) is not imported
         try:  # an evaluation phase records the settings its tuning study chose, and the rule
             from harness.selection import write_selection
 

@@ -15,8 +15,8 @@ from omegaconf import DictConfig
 
 from harness.data import NORMALIZATIONS
 from harness.errors import ConfigError
-from harness.models import INITS, resolve_activations
-from harness.problems import problem_of
+from harness.models import INITS, LENET_TARGET, MLP_TARGET, resolve_activations
+from harness.problems import Problem
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 ENGINES = ("single", "stacked", "auto")
@@ -79,14 +79,42 @@ def validate_schedule(opt: DictConfig, schedule: DictConfig) -> None:
 
 
 def validate_model(model: DictConfig) -> None:
+    """The keys of the built-in models (MLP, LeNet); another model's constructor checks its
+    own arguments when it is built."""
+    target = model.get("_target_")
+    if target == LENET_TARGET:
+        channels = model.get("channels")
+        if not _positive_ints(channels) or len(channels) != 2:
+            raise ConfigError(f"model.channels must be two positive integers, got {channels!r}")
+        if not _positive_ints(model.get("hidden")):
+            raise ConfigError(
+                f"model.hidden must be a list of positive integers, got {model.get('hidden')!r}"
+            )
+        resolve_activations([1], [model.get("activation")])
+        _validate_init(model)
+        return
+    if target != MLP_TARGET:
+        return
     hidden = model.get("hidden")
-    if hidden is None or isinstance(hidden, str) or not all(_is_int(h) and h > 0 for h in hidden):
+    if not _positive_ints(hidden):
         raise ConfigError(f"model.hidden must be a list of positive integers, got {hidden!r}")
     activations = model.get("activations")
     if activations is None or isinstance(activations, str):
         raise ConfigError(f"model.activations must be a list of names, got {activations!r}")
     if len(hidden) > 0:
         resolve_activations(hidden, activations)
+    _validate_init(model)
+
+
+def _positive_ints(values) -> bool:  # noqa: ANN001 - anything a config holds
+    return (
+        values is not None
+        and not isinstance(values, str)
+        and all(_is_int(v) and v > 0 for v in values)
+    )
+
+
+def _validate_init(model: DictConfig) -> None:
     require_choice(model.get("init"), "model.init", INITS)
     if (
         model.get("init") == "gaussian"
@@ -138,8 +166,9 @@ def validate_train(train: DictConfig) -> None:
         raise ConfigError(f"train.progress must be auto, true or false, got {train.progress!r}")
 
 
-def validate_run(cfg: DictConfig) -> None:
-    """Check everything a run needs that can be checked before the data is loaded."""
+def validate_run(cfg: DictConfig, problem: Problem) -> None:
+    """Check everything a run of `problem` needs that can be checked before the data is
+    loaded."""
     require_int(cfg.seed, "seed", minimum=0)
     require_int(cfg.threads, "threads", minimum=1, optional=True)
     if not isinstance(cfg.device, str):
@@ -152,6 +181,6 @@ def validate_run(cfg: DictConfig) -> None:
         except RuntimeError as exc:
             raise ConfigError(f"device={cfg.device!r} is not a torch device ({exc})") from None
     validate_train(cfg.train)
-    problem_of(cfg).check(cfg)  # the problem's own keys: model, data, ...
+    problem.check(cfg)  # the problem's own keys: model, data, ...
     validate_optimizer(cfg.optimizer)
     validate_schedule(cfg.optimizer, cfg.schedule)

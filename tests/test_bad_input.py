@@ -31,7 +31,7 @@ def corrupt_mnist(tmp_path_factory, mnist_dir):
 
 
 CASES = {
-    "unknown model": (["model=net9"], "valid model options: mf, mlp, ncf, net1, net2, net3"),
+    "unknown model": (["model=net9"], "valid model options: lenet, mf, mlp, ncf, net1, net2, net3"),
     "ratings model without its problem": (["model=mf"], "is a model of ratings: add +problem"),
     "unknown optimizer": (["optimizer=adamm"], "valid optimizer options: adadelta, adagrad, adam,"),
     "unknown schedule": (["schedule=linear"], "valid schedule options: constant, cosine"),

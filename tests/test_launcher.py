@@ -17,6 +17,7 @@ from conftest import CONF_DIR, compose_config, hydra_context, run_cli
 from harness import launcher
 from harness.data import load_mnist
 from harness.errors import HarnessError
+from harness.job import Job
 from harness.launcher import WORKER_THRESHOLD, estimated_work, execute_jobs
 from harness.models import MLP
 from harness.run import execute
@@ -64,7 +65,7 @@ class LateRebinding(HeavyBall):
 
 
 class OtherMLP(MLP):
-    """An MLP under another class name: only harness.models.MLP stacks."""
+    """An MLP under another class name: it stacks through torch.func, not the hand-written path."""
 
 
 def counting_mnist(**kwargs):  # noqa: ANN003, ANN201
@@ -115,8 +116,8 @@ def test_third_party_optimizer_trains_exactly_in_a_stack(tmp_path, mnist_dir):
         ["optimizer=momentum", target, "optimizer.lr=0.02", "optimizer.weight_decay=0.001"],
         ["optimizer=rmsprop"],
     )
-    assert all(refusal(cfg) is None for cfg in cfgs)
-    stacked = execute_group([(cfg, tmp_path / f"stacked{i}", {}) for i, cfg in enumerate(cfgs)])
+    assert all(refusal(Job.of(cfg, tmp_path)) is None for cfg in cfgs)
+    stacked = execute_group([Job.of(cfg, tmp_path / f"stacked{i}") for i, cfg in enumerate(cfgs)])
     for i, (cfg, record) in enumerate(zip(cfgs, stacked, strict=True)):
         single = execute(cfg, tmp_path / f"single{i}", {})
         a, b = (
@@ -134,33 +135,34 @@ def test_third_party_optimizer_trains_exactly_in_a_stack(tmp_path, mnist_dir):
 def test_an_optimizer_that_replaces_its_tensors_is_refused_a_stack(tmp_path, mnist_dir, caplog):
     target = "optimizer._target_=test_launcher.Rebinding"
     cfgs = configs(mnist_dir, ["optimizer=momentum", target], ["optimizer=momentum", target])
-    reason = refusal(cfgs[0])
+    reason = refusal(Job.of(cfgs[0], tmp_path))
     assert reason is not None and "replaces its parameters' tensors" in reason
     # Trained anyway: each with the single-run engine, and the log says why.
     with caplog.at_level(logging.INFO, logger="harness"):
-        records = execute_jobs([(c, tmp_path / str(i), {}) for i, c in enumerate(cfgs)])
+        records = execute_jobs([Job.of(c, tmp_path / str(i)) for i, c in enumerate(cfgs)])
     assert [r["engine"] for r in records] == ["single", "single"]
     assert "2 run(s) cannot stack, optimizer test_launcher.Rebinding" in caplog.text
     # One that passes the probe and rebinds later is caught then, before anything is written.
     late = ["optimizer=momentum", "optimizer._target_=test_launcher.LateRebinding"]
     cfgs = configs(mnist_dir, late, late)
     with pytest.raises(HarnessError, match="LateRebinding.step\\(\\) replaced its parameters"):
-        execute_group([(c, tmp_path / f"late{i}", {}) for i, c in enumerate(cfgs)])
+        execute_group([Job.of(c, tmp_path / f"late{i}") for i, c in enumerate(cfgs)])
     assert not list(tmp_path.glob("late*"))
 
 
 def test_a_model_that_cannot_stack_says_so(tmp_path, mnist_dir, caplog):
     cfgs = configs(
         mnist_dir,
+        ["model._target_=test_stacked.BatchNormNet", "optimizer=sgd"],
+        ["model._target_=test_stacked.BatchNormNet", "optimizer=adam"],
         ["model._target_=test_launcher.OtherMLP", "optimizer=sgd"],
         ["model._target_=test_launcher.OtherMLP", "optimizer=adam"],
-        ["optimizer=sgd"],
-        ["optimizer=adam"],
     )
     with caplog.at_level(logging.INFO, logger="harness"):
-        records = execute_jobs([(c, tmp_path / str(i), {}) for i, c in enumerate(cfgs)])
+        records = execute_jobs([Job.of(c, tmp_path / str(i)) for i, c in enumerate(cfgs)])
+    # Any model without buffers stacks (torch.func); the batch-norm statistics do not.
     assert [r["engine"] for r in records] == ["single", "single", "stacked", "stacked"]
-    assert "its model test_launcher.OtherMLP is not harness.models.MLP" in caplog.text
+    assert "its model test_stacked.BatchNormNet: it has buffers" in caplog.text
 
 
 def test_engines(tmp_path, mnist_dir):
@@ -174,22 +176,24 @@ def test_engines(tmp_path, mnist_dir):
         ["optimizer=sgd", "seed=9", "train.engine=stacked"],  # alone too
         ["optimizer=adam", "train.engine=single"],
     )
-    records = execute_jobs([(c, tmp_path / str(i), {}) for i, c in enumerate(cfgs)])
+    records = execute_jobs([Job.of(c, tmp_path / str(i)) for i, c in enumerate(cfgs)])
     assert [r["engine"] for r in records] == ["stacked", "stacked", "single", "stacked", "single"]
 
 
 def test_small_sweeps_train_without_worker_processes(tmp_path, mnist_dir, monkeypatch):
     cfgs = configs(mnist_dir, ["optimizer=sgd"], ["optimizer=adam"])
-    assert sum(map(estimated_work, cfgs)) < WORKER_THRESHOLD
+    assert sum(estimated_work(Job.of(c, "unused")) for c in cfgs) < WORKER_THRESHOLD
     with hydra_context():
         course = compose_config(["experiment=course", f"data.root={mnist_dir}"])
-    assert 27 * estimated_work(course) > WORKER_THRESHOLD  # one seed of the course study
+    assert (
+        27 * estimated_work(Job.of(course, "unused")) > WORKER_THRESHOLD
+    )  # one seed of the course study
 
     def no_workers(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         raise AssertionError("a small sweep started worker processes")
 
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", no_workers)
-    records = execute_jobs([(c, tmp_path / str(i), {}) for i, c in enumerate(cfgs)], workers=2)
+    records = execute_jobs([Job.of(c, tmp_path / str(i)) for i, c in enumerate(cfgs)], workers=2)
     assert [r["engine"] for r in records] == ["stacked", "stacked"]
 
 
@@ -205,7 +209,7 @@ def test_workers_get_the_data_without_loading_it_again(tmp_path, mnist_dir, monk
     )
     launcher.run_module._DATA.clear()
     records = execute_jobs(
-        [(c, tmp_path / str(i), {}) for i, c in enumerate(cfgs)], workers=2, use_workers=True
+        [Job.of(c, tmp_path / str(i)) for i, c in enumerate(cfgs)], workers=2, use_workers=True
     )
     assert len(records) == 2 and loads.read_text().split() == [str(os.getpid())]
     for i, cfg in enumerate(cfgs):  # and they train as they would here

@@ -6,14 +6,18 @@ import random
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from hydra.utils import get_class
 from omegaconf import OmegaConf
 
 from conftest import CONF_DIR, compose_config, hydra_context
 from harness.errors import HarnessError
+from harness.job import Job
 from harness.launcher import execute_jobs
-from harness.run import execute
-from harness.stacked import execute_group, group_key
+from harness.run import execute, prepare
+from harness.stacked import execute_group, group_key, refusal, train_stack
+from harness.stacked_model import StackedMLP
+from harness.stacked_module import StackedModule
 
 OPTIMIZERS = sorted(p.stem for p in (CONF_DIR / "optimizer").glob("*.yaml"))
 SCHEDULES = sorted(p.stem for p in (CONF_DIR / "schedule").glob("*.yaml"))
@@ -25,6 +29,7 @@ LR = {"sgd": 0.1, "momentum": 0.02, "nesterov": 0.02, "adagrad": 0.02, "adadelta
 def small(dtype: str, iterations: int, eval_every: int, log_every: int) -> list[str]:
     return [
         "data.train_size=1000",
+        "data.val_size=200",
         "data.test_size=200",
         f"train.iterations={iterations}",
         f"train.eval_every={eval_every}",
@@ -71,14 +76,12 @@ def train_both(tmp_path, mnist_dir, base, configs):
     with hydra_context():
         cfgs = [compose_config([f"data.root={mnist_dir}", *base, *c]) for c in configs]
     jobs = [
-        (cfg, tmp_path / f"stacked{i}", {"optimizer": cfg.optimizer._target_})
+        Job.of(cfg, tmp_path / f"stacked{i}", {"optimizer": cfg.optimizer._target_})
         for i, cfg in enumerate(cfgs)
     ]
-    assert len({group_key(cfg) for cfg in cfgs}) == 1
+    assert len({group_key(job) for job in jobs}) == 1
     stacked = execute_group(jobs)
-    single = [
-        execute(cfg, tmp_path / f"single{i}", choices) for i, (cfg, _, choices) in enumerate(jobs)
-    ]
+    single = [execute(job.cfg, tmp_path / f"single{i}", job.choices) for i, job in enumerate(jobs)]
     metrics = [
         (
             pd.read_parquet(tmp_path / f"stacked{i}/metrics.parquet"),
@@ -97,12 +100,12 @@ def max_difference(a: pd.DataFrame, b: pd.DataFrame) -> float:
     return float(np.max(np.abs(a.value.to_numpy() - b.value.to_numpy())))
 
 
-@pytest.mark.parametrize("model", ["net2", "mlp"])
-def test_float64_stacked_equals_single_after_100_steps_for_all_optimizers(
-    tmp_path, mnist_dir, model
-):
+@pytest.mark.parametrize(("model", "steps"), [("net2", 100), ("mlp", 100), ("lenet", 40)])
+def test_float64_stacked_equals_single_for_all_optimizers(tmp_path, mnist_dir, model, steps):
     rng = random.Random(f"float64-{model}")
     arch = ["model=net2"]
+    if model == "lenet":  # a convolutional net: stacked through torch.func
+        arch = ["model=lenet", "model.channels=[3,4]", "model.hidden=[16]"]
     if model == "mlp":
         arch = [
             "model=mlp",
@@ -111,7 +114,7 @@ def test_float64_stacked_equals_single_after_100_steps_for_all_optimizers(
         ]
     configs = [[*arch, *random_overrides(o, rng)] for o in OPTIMIZERS]
     stacked, single, metrics = train_both(
-        tmp_path, mnist_dir, small("float64", 100, 50, 10), configs
+        tmp_path, mnist_dir, small("float64", steps, 20, 10), configs
     )
     for config, s, r, (a, b) in zip(configs, stacked, single, metrics, strict=True):
         assert s["status"] == r["status"] == "completed", config
@@ -125,6 +128,46 @@ def test_float32_stacked_equals_single_after_5_steps(tmp_path, mnist_dir):
     _, _, metrics = train_both(tmp_path, mnist_dir, small("float32", 5, 5, 1), configs)
     for config, (a, b) in zip(configs, metrics, strict=True):
         assert max_difference(a, b) <= 1e-5, config
+
+
+def test_the_torch_func_stack_of_mlps_equals_the_hand_written_one(tmp_path, mnist_dir):
+    with hydra_context():
+        base = [f"data.root={mnist_dir}", "model=net3", *small("float64", 40, 20, 10)]
+        cfgs = [compose_config([*base, f"optimizer={o}"]) for o in ("sgd", "adam", "adagrad")]
+
+    def trained(stack_class):
+        runs = [prepare(Job.of(cfg, tmp_path)) for cfg in cfgs]
+        return [o.recorder.rows for o in train_stack(runs, stack_class=stack_class)]
+
+    for hand, func in zip(trained(StackedMLP), trained(StackedModule), strict=True):
+        assert [r[:2] + r[3:4] for r in hand] == [r[:2] + r[3:4] for r in func]
+        values = np.array([r[4] for r in hand]) - np.array([r[4] for r in func])
+        assert np.abs(values).max() <= 1e-10
+
+
+class BatchNormNet(torch.nn.Module):
+    """A model with buffers (batch-norm statistics): it cannot stack."""
+
+    def __init__(self, in_features: int, num_classes: int, **mlp_keys) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(in_features, num_classes)
+        self.norm = torch.nn.BatchNorm1d(num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.linear(x))
+
+
+def test_a_model_that_cannot_stack_is_refused_and_trains_alone(tmp_path, mnist_dir):
+    with hydra_context():
+        base = [f"data.root={mnist_dir}", *small("float32", 5, 5, 5)]
+        bn = [*base, f"model._target_={__name__}.BatchNormNet"]
+        cfgs = [compose_config([*bn, f"optimizer={o}"]) for o in ("sgd", "adam")]
+        lenet = compose_config([*base, "model=lenet"])
+    bn_job, lenet_job = Job.of(cfgs[0], tmp_path), Job.of(lenet, tmp_path)
+    assert "buffers" in refusal(bn_job) and group_key(bn_job) is None
+    assert refusal(lenet_job) is None and group_key(lenet_job) is not None
+    records = execute_jobs([Job.of(cfg, tmp_path / f"bn{i}") for i, cfg in enumerate(cfgs)])
+    assert [r["engine"] for r in records] == ["single", "single"]
 
 
 def test_a_diverging_model_does_not_disturb_the_others(tmp_path, mnist_dir):
@@ -158,16 +201,19 @@ def test_written_results_have_execute_structure(tmp_path, mnist_dir):
     assert metrics[0][0].time_s.tolist() == metrics[1][0].time_s.tolist()
 
 
+def job_of(overrides: list[str]) -> Job:
+    return Job.of(compose_config(overrides), "unused")
+
+
 def test_group_key(mnist_dir):
     with hydra_context():
         base = [f"data.root={mnist_dir}", "model=net2"]
-        key = group_key(compose_config(base))
+        key = group_key(job_of(base))
         assert key is not None
         assert (
-            group_key(compose_config([*base, "optimizer=sgd", "optimizer.lr=0.5", "schedule=step"]))
-            == key
+            group_key(job_of([*base, "optimizer=sgd", "optimizer.lr=0.5", "schedule=step"])) == key
         )
-        assert group_key(compose_config([*base, "train.divergence_factor=3"])) == key
+        assert group_key(job_of([*base, "train.divergence_factor=3"])) == key
         for other in (
             "seed=1",
             "train.batch_size=64",
@@ -175,9 +221,9 @@ def test_group_key(mnist_dir):
             "data.train_size=500",
             "train.dtype=float64",
         ):
-            assert group_key(compose_config([*base, other])) != key, other
-        assert group_key(compose_config([*base, "model._target_=torch.nn.Identity"])) is None
-        assert group_key(compose_config([*base, "optimizer.lr=-1"])) is None
+            assert group_key(job_of([*base, other])) != key, other
+        assert group_key(job_of([*base, "model._target_=torch.nn.Identity"])) is None
+        assert group_key(job_of([*base, "optimizer.lr=-1"])) is None
 
 
 def test_a_bad_job_fails_the_group_before_anything_is_written(tmp_path, mnist_dir):
@@ -186,7 +232,7 @@ def test_a_bad_job_fails_the_group_before_anything_is_written(tmp_path, mnist_di
         good = compose_config([*base, "optimizer=sgd"])
         bad = compose_config([*base, "optimizer=sgd", "train.batch_size=5000"])
     with pytest.raises(HarnessError, match="larger than the training set"):
-        execute_group([(good, tmp_path / "good", {}), (bad, tmp_path / "bad", {})])
+        execute_group([Job.of(good, tmp_path / "good"), Job.of(bad, tmp_path / "bad")])
     assert not any(tmp_path.iterdir())
 
 
@@ -194,7 +240,7 @@ def test_execute_jobs_in_two_worker_processes(tmp_path, mnist_dir):
     with hydra_context():
         base = [f"data.root={mnist_dir}", *small("float64", 20, 10, 5), "train.engine=stacked"]
         cfgs = [compose_config([*base, f"optimizer={o}"]) for o in ("sgd", "adam", "rmsprop")]
-    jobs = [(cfg, tmp_path / f"w{i}", {}) for i, cfg in enumerate(cfgs)]
+    jobs = [Job.of(cfg, tmp_path / f"w{i}") for i, cfg in enumerate(cfgs)]
     records = execute_jobs(jobs, workers=2, use_workers=True)
     assert [r["config"]["optimizer"]["_target_"] for r in records] == [
         c.optimizer._target_ for c in cfgs

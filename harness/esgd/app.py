@@ -44,15 +44,15 @@ RECORD = "esgd.json"  # the study's config, wall times and package versions
 
 def build_study(cfg: DictConfig) -> Study:
     """Check `cfg`, load and split the data, check the pool: the Study every method shares."""
-    validate_run(cfg)
+    problem = problem_of(cfg)  # resolved once, passed on
+    validate_run(cfg, problem)
     s = settings(cfg)
-    problem = problem_of(cfg)
     if not isinstance(problem, Classification):
         raise ConfigError("ESGD evolves a population of MLP classifiers: use it without +problem")
     device, dtype = resolve_device(cfg.device), DTYPES[cfg.train.dtype]
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
-    data = problem.to(load_data(cfg), device, dtype)
+    data = problem.to(load_data(cfg, problem), device, dtype)
     split = split_data(data, cfg.train.batch_size)
 
     def new_model(generator: torch.Generator):

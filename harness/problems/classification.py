@@ -9,6 +9,7 @@ from torch.nn import functional as F
 from harness.data import TensorData
 from harness.engine import EVAL_CHUNK
 from harness.errors import ConfigError
+from harness.models import LENET_TARGET, lenet_multiply_adds
 from harness.problems import Problem
 
 
@@ -81,8 +82,13 @@ class Classification(Problem):
 
     def flops(self, cfg: DictConfig, in_features: int = 784, classes: int = 10) -> float:
         """One training step (forward + backward) of an MLP: 2 FLOPs per multiply-add, forward,
-        weight gradients, and input gradients of all layers but the first (other models count
-        as a linear one)."""
+        weight gradients, and input gradients of all layers but the first; of LeNet, three
+        times its forward (other models count as an MLP of their `hidden`)."""
+        if cfg.model.get("_target_") == LENET_TARGET:
+            forward = lenet_multiply_adds(
+                in_features, classes, cfg.model.channels, cfg.model.hidden
+            )
+            return 2.0 * 3 * cfg.train.batch_size * forward
         sizes = [in_features, *cfg.model.get("hidden", []), classes]
         weights = [a * b for a, b in zip(sizes, sizes[1:], strict=False)]
         return 2.0 * cfg.train.batch_size * (2 * sum(weights) + sum(weights[1:]))

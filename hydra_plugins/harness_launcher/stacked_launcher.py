@@ -144,6 +144,7 @@ class StackedLauncher(Launcher):
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
         from harness import run as run_module  # torch is imported only when jobs train
+        from harness.job import Job
         from harness.results import read_run
         from harness.sweep import already_finished
 
@@ -153,7 +154,7 @@ class StackedLauncher(Launcher):
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         log.info(f"Stacked launcher: {len(job_overrides)} jobs")
         returns: list[JobReturn] = []
-        jobs: list[tuple[_Job, JobReturn]] = []
+        jobs: list[tuple[_Job, JobReturn, Any]] = []  # (..., harness.job.Job)
         for num, overrides in enumerate(job_overrides, initial_job_idx):
             log.info(f"\t#{num} : {' '.join(filter_overrides(overrides))}")
             job = self._prepare(num, overrides, sweep_dir)
@@ -172,20 +173,21 @@ class StackedLauncher(Launcher):
                 # tell it what they told it the first time
                 result.return_value = read_run(sweep_dir / done)
                 continue
-            run_module.check(job.cfg)  # a bad value stops the sweep here: nothing is written
-            jobs.append((job, result))
+            task = Job.of(job.cfg, job.out_dir, job.choices)  # its problem, resolved once
+            run_module.check(task)  # a bad value stops the sweep here: nothing is written
+            jobs.append((job, result, task))
         if jobs:
             self._train(jobs, sweep_dir)
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         return returns
 
-    def _train(self, jobs: list[tuple[_Job, JobReturn]], sweep_dir: Path) -> None:
+    def _train(self, jobs: list[tuple[_Job, JobReturn, Any]], sweep_dir: Path) -> None:
         from harness.launcher import execute_jobs
         from harness.results import RunRecord
 
         assert self.config is not None and self.hydra_context is not None
         subdir = self.config.hydra.output_subdir  # null: no Hydra files, as Hydra does
-        for job, _ in jobs:
+        for job, _, _ in jobs:
             job.out_dir.mkdir(parents=True, exist_ok=True)
             if subdir is not None:
                 (job.out_dir / subdir).mkdir(exist_ok=True)
@@ -194,15 +196,15 @@ class StackedLauncher(Launcher):
         self._configure_job_log(sweep_dir)
         callbacks = self.hydra_context.callbacks
         per_job = _defines_job_callbacks(callbacks.callbacks)
-        for job, _ in jobs if per_job else ():
+        for job, _, _ in jobs if per_job else ():
             config = self._job_config(job.num, job.sweep_overrides, sweep_dir)
             callbacks.on_job_start(config=config, task_function=self.task_function)
         with env_override(dict(self.config.hydra.job.env_set)):
             records = execute_jobs(
-                [(job.cfg, job.out_dir, job.choices) for job, _ in jobs],
+                [task for _, _, task in jobs],
                 workers=None if self.n_jobs < 1 else self.n_jobs,
             )
-        for (job, result), record in zip(jobs, records, strict=True):
+        for (job, result, _), record in zip(jobs, records, strict=True):
             result.return_value = RunRecord(record)
             if per_job:
                 config = self._job_config(job.num, job.sweep_overrides, sweep_dir)

@@ -1,0 +1,129 @@
+"""K models of any one architecture held as one stacked model, trained through torch.func.
+
+The hand-written `StackedMLP` (harness.stacked_model) covers the MLPs; any other dense
+``nn.Module`` (a convolutional net, ...) stacks here: its K copies' parameters are stacked into
+tensors ``[K, ...]``, the forward pass of all K is one ``torch.vmap`` of
+``torch.func.functional_call`` over them, and one backward pass of the K losses' sum writes every
+model's gradient (the models share no parameter, so each gradient is its own loss's). Each model
+keeps its own ``nn.Module``: its parameters' ``.data`` and ``.grad`` are views into the stacked
+tensors, so `StackedOptimizers` updates them as it updates an MLP stack.
+
+A model stacks only if a probe on two of its copies works and agrees with them alone
+(`stacking_refusal`): buffers (batch-norm statistics) and forward passes that torch.func cannot
+batch are refused, and such runs train with the single-run engine.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from harness.engine import EVAL_CHUNK
+
+
+class StackedModule:
+    """K models of one architecture as stacked parameter tensors, bound to the models' own
+    parameters (`tensors`, `views`: the interface `StackedOptimizers` steps). Logits are
+    ``[K, batch, classes]``; the loss is the mean cross-entropy, as the classification problem's."""
+
+    def __init__(self, models: Sequence[nn.Module]) -> None:
+        self.models: list[nn.Module] = []
+        self.names: list[str] = []
+        self.params: list[torch.Tensor] = []
+        self.grads: list[torch.Tensor] = []
+        self.restack(models)
+
+    def __len__(self) -> int:
+        return len(self.models)
+
+    @torch.no_grad()
+    def restack(self, models: Sequence[nn.Module]) -> None:
+        """(Re)build the stacked tensors from `models`' current weights and bind each model's
+        parameters and gradients to views of them."""
+        self.models = list(models)
+        self.names = [name for name, _ in self.models[0].named_parameters()]
+        self.params = [torch.stack([m.get_parameter(n) for m in self.models]) for n in self.names]
+        self.grads = [torch.zeros_like(p) for p in self.params]
+        for k, model in enumerate(self.models):
+            for name, stacked, grad in zip(self.names, self.params, self.grads, strict=True):
+                parameter = model.get_parameter(name)
+                parameter.data, parameter.grad = stacked[k], grad[k]
+        base = self.models[0]  # the structure; functional_call replaces its parameters
+
+        def call(params: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+            return torch.func.functional_call(base, dict(zip(self.names, params, strict=True)), x)
+
+        self._forward = torch.vmap(call, in_dims=(0, None))
+
+    def tensors(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """(stacked parameter, its stacked gradient) pairs."""
+        return list(zip(self.params, self.grads, strict=True))
+
+    def views(self, k: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """(model k's parameter, its data view, its gradient view) triples."""
+        model = self.models[k]
+        return [
+            (model.get_parameter(name), stacked[k], grad[k])
+            for name, stacked, grad in zip(self.names, self.params, self.grads, strict=True)
+        ]
+
+    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Forward and backward on one shared mini-batch; returns the K mean cross-entropies."""
+        params = [p.detach().requires_grad_() for p in self.params]
+        logits = self._forward(params, x)
+        k, batch, classes = logits.shape
+        losses = F.cross_entropy(
+            logits.reshape(k * batch, classes), y.repeat(k), reduction="none"
+        ).view(k, batch)
+        loss = losses.mean(dim=1)
+        grads = torch.autograd.grad(loss.sum(), params)
+        with torch.no_grad():
+            for stacked, grad in zip(self.grads, grads, strict=True):
+                stacked.copy_(grad)
+        return loss.detach()
+
+    @torch.no_grad()
+    def evaluate(self, x: torch.Tensor, y: torch.Tensor) -> tuple[list[float], list[float]]:
+        """Mean cross-entropy and accuracy of each of the K models on (x, y)."""
+        k = len(self.models)
+        loss_sum = torch.zeros(k, device=x.device, dtype=torch.float64)
+        correct = torch.zeros(k, device=x.device, dtype=torch.int64)
+        for start in range(0, len(y), EVAL_CHUNK):
+            logits = self._forward(self.params, x[start : start + EVAL_CHUNK]).transpose(1, 2)
+            target = y[start : start + EVAL_CHUNK].expand(k, -1)
+            loss_sum += F.cross_entropy(logits, target, reduction="none").sum(1).double()
+            correct += (logits.argmax(1) == target).sum(1)
+        return (loss_sum / len(y)).tolist(), (correct.double() / len(y)).tolist()
+
+
+def stacking_refusal(models: Sequence[nn.Module], x: torch.Tensor, y: torch.Tensor) -> str | None:
+    """Why models of this architecture cannot train as a `StackedModule` (None: they can),
+    found on two copies `models` and a few examples (x, y): no parameters, buffers, a forward
+    pass torch.func cannot batch, or a stacked loss or gradient that differs from the models'
+    own. The models are not changed."""
+    if not any(True for _ in models[0].parameters()):
+        return "it has no parameters to train"
+    if any(True for _ in models[0].buffers()):
+        return "it has buffers (such as batch-norm statistics), which a stack does not hold"
+    try:
+        alone = []
+        for model in models:
+            loss = F.cross_entropy(model(x), y)
+            alone.append((loss.detach(), torch.autograd.grad(loss, list(model.parameters()))))
+        stack = StackedModule([copy.deepcopy(m) for m in models])
+        losses = stack.train_step(x, y)
+    except Exception as exc:  # any failure: this model cannot be trusted in a stack
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return f"its forward and backward fail on a stacked probe ({first})"
+    tolerance = {"rtol": 1e-4, "atol": 1e-6}
+    for k, (loss, grads) in enumerate(alone):
+        stacked_grads = [grad for _, _, grad in stack.views(k)]
+        if not torch.allclose(losses[k], loss, **tolerance) or not all(
+            torch.allclose(a, b, **tolerance) for a, b in zip(grads, stacked_grads, strict=True)
+        ):
+            return "its stacked loss or gradient differs from the model's own"
+    return None
