@@ -2,6 +2,7 @@
 
     python bench/speed.py                      # net1, net2, net3 x 16 configs, 500 iterations
     python bench/speed.py --iterations 2000 --nets net3
+    python bench/speed.py --nets lenet         # a CNN: single-run engine against its stack
     python bench/speed.py --course             # also the whole course study with each engine
 
 Side by side in one invocation, on the same data and iterations:
@@ -41,6 +42,7 @@ from harness import run as run_module
 from harness.data import load_mnist
 from harness.job import Job
 from harness.launcher import execute_jobs
+from harness.models import MLP_TARGET
 from harness.stacked import train_stack
 from harness.stacked_model import StackedMLP
 from harness.stacked_module import StackedModule
@@ -196,15 +198,16 @@ def data_loading(x: torch.Tensor, y: torch.Tensor, batches: int) -> list[tuple[s
     return results
 
 
-def stack_paths(cfgs, repeats: int) -> tuple[float, float]:
-    """Seconds per model of one stack of `cfgs` in this process, by the hand-written MLP stack
-    and by the torch.func stack: medians of `repeats`, the two interleaved."""
-    times: dict[type, list[float]] = {StackedMLP: [], StackedModule: []}
+def stack_paths(cfgs, repeats: int, classes: tuple[type, ...]) -> list[float]:
+    """Seconds per model of one stack of `cfgs` in this process, by each stack class of
+    `classes` (the hand-written MLP stack, the torch.func stack): medians of `repeats`, the
+    classes interleaved."""
+    times: dict[type, list[float]] = {c: [] for c in classes}
     for _ in range(repeats):
         for stack_class, seconds in times.items():
             runs = [run_module.prepare(Job.of(c, "unused")) for c in cfgs]
             seconds.append(train_stack(runs, stack_class=stack_class)[0].train_time_s / len(cfgs))
-    return statistics.median(times[StackedMLP]), statistics.median(times[StackedModule])
+    return [statistics.median(seconds) for seconds in times.values()]
 
 
 def bench_net(args, net: str, peak: float, x: torch.Tensor, y: torch.Tensor) -> dict:
@@ -213,26 +216,31 @@ def bench_net(args, net: str, peak: float, x: torch.Tensor, y: torch.Tensor) -> 
     n = len(cfgs)
     flops = Job.of(cfgs[0], "unused").problem.flops(cfgs[0]) * it  # per model
     threads = os.cpu_count() or 1
+    mlp = cfgs[0].model._target_ == MLP_TARGET  # (a) and the hand-written stack are MLPs' only
     rows = {}
     if not args.stacked_only:
         torch.set_num_threads(threads)
-        plain = sum(plain_loop(c, x, y, it) for c in cfgs) / n
-        torch.set_num_threads(1)
-        rows[f"(a) plain PyTorch loop ({threads} threads)"] = plain
-        rows["(a) plain PyTorch loop, 1 thread"] = sum(plain_loop(c, x, y, it) for c in cfgs) / n
-        torch.set_num_threads(threads)
+        if mlp:
+            plain = sum(plain_loop(c, x, y, it) for c in cfgs) / n
+            torch.set_num_threads(1)
+            rows[f"(a) plain PyTorch loop ({threads} threads)"] = plain
+            rows["(a) plain PyTorch loop, 1 thread"] = (
+                sum(plain_loop(c, x, y, it) for c in cfgs) / n
+            )
+            torch.set_num_threads(threads)
         rows["(b) single-run engine"] = sum(single_engine(c) for c in cfgs) / n
     torch.set_num_threads(threads)
-    hand, func = stack_paths(cfgs, args.repeats)
-    rows[f"(c) stacked, 1 process x {threads} threads, hand-written MLP stack"] = hand
-    rows[f"(c) stacked, 1 process x {threads} threads, torch.func stack"] = func
+    classes = (StackedMLP, StackedModule) if mlp else (StackedModule,)
+    names = {StackedMLP: "hand-written MLP stack", StackedModule: "torch.func stack"}
+    for stack_class, seconds in zip(classes, stack_paths(cfgs, args.repeats, classes), strict=True):
+        rows[f"(c) stacked, 1 process x {threads} threads, {names[stack_class]}"] = seconds
     if not args.stacked_only:
         with tempfile.TemporaryDirectory() as tmp:
             jobs = [Job.of(stacked(c), Path(tmp) / str(i)) for i, c in enumerate(cfgs)]
             records = execute_jobs(jobs, workers=args.workers, use_workers=True)
         label = f"(c) stacked, {args.workers} processes x 1 thread"
         rows[label] = max(r["train_time_s"] for r in records) / n
-    baseline = next(iter(rows.values()))  # (a), or the hand-written stack with --stacked-only
+    baseline = next(iter(rows.values()))  # (a) or (b), or the first stack with --stacked-only
     out = {}
     for label, seconds in rows.items():
         gflops = flops / seconds / 1e9
@@ -312,7 +320,7 @@ def main() -> None:
     data = load_mnist(args.data_root)
     x, y = data.x_train, data.y_train
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        versus = "the hand-written stack" if args.stacked_only else "(a)"
+        versus = "the first stack" if args.stacked_only else "(a) (LeNet: (b))"
         print(
             f"| net | loop | s / 1000 it / model | speed-up vs {versus} | GFLOP/s | share of peak |"
         )

@@ -1,0 +1,184 @@
+"""A run's identity and its names: the config keys that tell runs apart (never a hand-picked list
+of columns), and the labels of nets and settings built from them."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+import pandas as pd
+
+from harness.results import ID_COLUMNS, config_keys
+
+# Short columns that name a config (kept beside the dotted config-key columns).
+LABEL_COLUMNS = [c for c in ID_COLUMNS if c != "seed"]
+
+
+# Config groups whose option name is a column: a key of the group that is the same for every
+# run of one option (optimizer.betas for adam) is told by the name and not repeated in labels.
+CHOICE_COLUMNS = ("model", "optimizer", "schedule")
+
+
+LR_KEY, MOMENTUM_KEY, BATCH_KEY, HIDDEN_KEY = (
+    "optimizer.lr",
+    "optimizer.momentum",
+    "train.batch_size",
+    "model.hidden",
+)
+
+
+# The keys that make a net (a panel of the figures): its shape.
+NET_KEYS = (HIDDEN_KEY,)
+
+
+# Short column of a config key, where there is one: also its name in labels.
+SHORT_COLUMNS = {
+    LR_KEY: "lr",
+    MOMENTUM_KEY: "momentum",
+    BATCH_KEY: "batch_size",
+    HIDDEN_KEY: "hidden",
+}
+
+
+def _matches(key: str, names: Iterable[str]) -> bool:
+    """Whether dotted `key` is one of `names` (a name ending in '.' stands for a whole group)."""
+    return any(key == n or (n.endswith(".") and key.startswith(n)) for n in names)
+
+
+def _as_text(column: pd.Series) -> pd.Series:
+    # NaN (a key some runs lack) becomes 'nan': a value of its own, never a dropped group.
+    return column.astype(object).map(_value_text)
+
+
+def _value_text(value) -> str:
+    if isinstance(value, float) and not math.isnan(value):
+        return f"{value:g}"
+    return str(value)
+
+
+def config_key(frame: pd.DataFrame, without: Sequence[str] = ()) -> pd.Series:
+    """One text key per row: its config with the keys `without` left out (dotted names; 'x.'
+    leaves out the group x). Rows with equal keys differ only in those keys (and the seed)."""
+    keys = [k for k in config_keys(frame) if not _matches(k, without)]
+    if not keys:
+        return pd.Series("", index=frame.index, dtype=object)
+    text = pd.concat([_as_text(frame[k]).radd(f"{k}=") for k in keys], axis=1)
+    return text.agg("|".join, axis=1)
+
+
+def label_keys(frame: pd.DataFrame, without: Sequence[str] = ()) -> list[str]:
+    """The config keys that tell the rows of `frame` apart beyond their choice names (see
+    `varying_keys`), less those whose value follows from the others."""
+    found = varying_keys(frame, without)
+    # What else sets a key's value: the choice names, the net, and the keys left out here (the
+    # axis a figure runs along), but not the learning rate, which follows from the others.
+    given = [
+        c
+        for c in frame.columns
+        if c in (*CHOICE_COLUMNS, *NET_KEYS) or (c != LR_KEY and "." in c and _matches(c, without))
+    ]
+    return _without_derived(frame, found, given)
+
+
+def varying_keys(frame: pd.DataFrame, without: Sequence[str] = ()) -> list[str]:
+    """The config keys (not `without`) that differ between rows of one model / optimizer /
+    schedule option (or between any rows, for keys outside those groups)."""
+    found = []
+    for key in config_keys(frame):
+        if _matches(key, without):
+            continue
+        group = key.split(".", 1)[0]
+        values = _as_text(frame[key])
+        if group in CHOICE_COLUMNS and group in frame:
+            differs = values.groupby(_as_text(frame[group])).nunique().max() > 1
+        else:
+            differs = values.nunique() > 1
+        if differs:
+            found.append(key)
+    return found
+
+
+def _without_derived(frame: pd.DataFrame, keys: list[str], given: Sequence[str]) -> list[str]:
+    """`keys` less those whose value follows from the others and the `given` columns: a rate
+    looked up for a table optimizer, the epochs a budget implies, an evaluation interval looked
+    up per batch size. They are attributes of the keys that set them, not settings or axes of
+    their own. Numeric keys go first, so that of two keys that move in lockstep the named
+    choice stays."""
+    given = [c for c in given if c not in keys]
+    kept = list(keys)
+    for key in sorted(keys, key=lambda k: not is_numeric_key(frame, k)):
+        others = [*given, *(k for k in kept if k != key)]
+        if not others:
+            break
+        text = pd.DataFrame({k: _as_text(frame[k]) for k in (*others, key)}).drop_duplicates()
+        if not text.duplicated(subset=others).any():  # one value of `key` per combination
+            kept.remove(key)
+    return kept
+
+
+def _describe(frame: pd.DataFrame, keys: Sequence[str], strip: str) -> pd.Series:
+    """'key=value, key=value' per row, `strip` removed from the front of key names."""
+    if not keys:
+        return pd.Series("", index=frame.index, dtype=object)
+    parts = [
+        _as_text(frame[k]).radd(f"{SHORT_COLUMNS.get(k, k.removeprefix(strip))}=") for k in keys
+    ]
+    return pd.concat(parts, axis=1).agg(", ".join, axis=1)
+
+
+def _joined(name: pd.Series, details: pd.Series, separator: str) -> pd.Series:
+    return name.where(details == "", name + separator + details)
+
+
+def joined_labels(name: pd.Series, frame: pd.DataFrame, keys: Sequence[str]) -> pd.Series:
+    """`name` with the values of `keys` in `frame`: 'net2, momentum=0.9'."""
+    return _joined(name.astype(str), _describe(frame, keys, "optimizer."), ", ")
+
+
+def net_labels(frame: pd.DataFrame) -> pd.Series:
+    """A net's name: the model, with its hidden layers when they differ between runs of that
+    model ('mlp: hidden=[100, 100]'). Other model keys (activations, initialisation) are part
+    of the setting: curves of one shape of net are compared in one panel."""
+    keys = [k for k in label_keys(frame) if k in NET_KEYS]
+    return _joined(frame["model"].astype(str), _describe(frame, keys, "model."), ": ")
+
+
+def setting_labels(frame: pd.DataFrame, without: Sequence[str] = (LR_KEY,)) -> pd.Series:
+    """A setting's name: the optimizer with every other key that tells configs apart (not the
+    net's keys, nor `without`): 'adam: weight_decay=0.1, model.activations=[relu]'."""
+    keys = label_keys(frame, without=(*NET_KEYS, *without))
+    optimizer_keys = [k for k in keys if k.startswith("optimizer.")]
+    other = [k for k in keys if not k.startswith("optimizer.")]
+    details = _describe(frame, [*optimizer_keys, *other], "optimizer.")
+    return _joined(frame["optimizer"].astype(str), details, ": ")
+
+
+def with_net(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with `net` and `setting` columns (see net_labels, setting_labels)."""
+    if not len(frame):
+        return frame.assign(net=[], setting=[])
+    return frame.assign(net=net_labels(frame), setting=setting_labels(frame))
+
+
+def fixed_settings(frame: pd.DataFrame) -> dict[str, object]:
+    """The short settings that every row of `frame` shares (schedule, batch size, iterations,
+    ...): what titles and headers state once instead of repeating it per line."""
+    fixed = {}
+    for column in ("schedule", "batch_size", "iterations", "momentum"):
+        if column in frame and frame[column].nunique(dropna=False) == 1:
+            value = frame[column].iloc[0]
+            if not (isinstance(value, float) and math.isnan(value)):
+                fixed[column] = value
+    return fixed
+
+
+def is_numeric_key(frame: pd.DataFrame, key: str) -> bool:
+    """Whether config key `key` takes numbers (not flags) in `frame`: an axis, not a name."""
+    dtype = frame[key].dropna().infer_objects().dtype
+    return pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype)
+
+
+def key_values(frame: pd.DataFrame, key: str) -> pd.Series:
+    """The values of config key `key` in `frame` (its dotted column, or its short column when the
+    key is the same for every loaded run)."""
+    return frame[key] if key in frame else frame[SHORT_COLUMNS[key]]

@@ -1,0 +1,78 @@
+"""Which metric reports runs and which split chooses between them (validation when the runs
+have one: the test set only reports)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+# Per-run metrics summarised over seeds by default, for a problem whose quality metric is
+# accuracy (the course's); `summary_metrics` gives them for any problem.
+SUMMARY_METRICS = ("final_test_accuracy", "final_train_loss", "best_test_accuracy")
+
+
+# Which way is better for a metric (True: higher); metrics not listed: lower is better.
+HIGHER_IS_BETTER = {
+    "final_test_accuracy": True,
+    "best_test_accuracy": True,
+    "test_accuracy": True,
+    "train_accuracy": True,
+}
+
+
+def higher_is_better(metric: str) -> bool:
+    return HIGHER_IS_BETTER.get(metric, "accuracy" in metric)
+
+
+def quality(frame: pd.DataFrame) -> str:
+    """The quality metric of the runs in `frame`, as their problem names it (accuracy, rmse);
+    runs recorded before problems named it are classification runs: accuracy."""
+    if "quality" not in frame or frame["quality"].isna().all():
+        return "accuracy"
+    names = frame["quality"].dropna().unique()
+    if len(names) > 1:
+        raise ValueError(f"runs of problems with different quality metrics: {', '.join(names)}")
+    return str(names[0])
+
+
+def final_quality(frame: pd.DataFrame) -> str:
+    """The column that reports configs: final_test_<quality>."""
+    return f"final_test_{quality(frame)}"
+
+
+def has_validation(frame: pd.DataFrame) -> bool:
+    """Whether the runs of `frame` (a runs table, a summary or curves) were evaluated on a
+    validation split held out of their training data."""
+    q = quality(frame)
+    if "metric" in frame:
+        return bool((frame["metric"] == f"val_{q}").any())
+    column = next((c for c in (f"final_val_{q}", f"final_val_{q}_mean") if c in frame), None)
+    return column is not None and bool(frame[column].notna().any())
+
+
+def selection_split(frame: pd.DataFrame) -> str:
+    """The split every choice is made on: "val" when the runs have a validation split, else
+    "test" (runs recorded without one: their choices see the test set, and say so)."""
+    return "val" if has_validation(frame) else "test"
+
+
+def selection_metric(frame: pd.DataFrame) -> str:
+    """The column that picks configs (a rate, a best config, a star): final_val_<quality>, or
+    final_test_<quality> for runs without a validation split."""
+    return f"final_{selection_split(frame)}_{quality(frame)}"
+
+
+def selection_text(frame: pd.DataFrame) -> str:
+    """How choices were made, for headers and titles: 'chosen by final validation accuracy'."""
+    split = selection_split(frame)
+    name = {"val": "validation", "test": "test"}[split]
+    text = f"chosen by final {name} {quality(frame)}"
+    return text if split == "val" else f"{text} (no validation split: the test set chose)"
+
+
+def summary_metrics(frame: pd.DataFrame) -> tuple[str, ...]:
+    """The per-run metrics summarised over seeds: final test quality, final training loss, best
+    test quality, and the selection metric (final validation quality) when the runs have one."""
+    q = quality(frame)
+    metrics = (f"final_test_{q}", "final_train_loss", f"best_test_{q}")
+    selection = selection_metric(frame)
+    return metrics if selection in metrics else (*metrics, selection)

@@ -1,0 +1,120 @@
+"""Time to a target quality: per run, per config, and the fastest configs."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from harness.analysis.labels import (
+    LABEL_COLUMNS,
+    LR_KEY,
+    config_key,
+)
+from harness.analysis.metrics import (
+    higher_is_better,
+    quality,
+    selection_split,
+)
+from harness.analysis.summaries import (
+    _aggregate,
+    _stat_cols,
+    _summary_columns,
+    summarize,
+)
+from harness.results import ID_COLUMNS, config_keys
+
+
+def time_to_target(
+    curves: pd.DataFrame, target: float = 0.97, metric: str | None = None
+) -> pd.DataFrame:
+    """Per run: the first evaluation at which `metric` (default: the validation quality, or the
+    test quality for runs without a validation split) reaches `target` (>= for accuracies, <=
+    for losses): its iteration, epoch and optimisation seconds (`time_s`, evaluations
+    excluded); NaN and reached=False when the run never gets there. The fastest configs are
+    picked on this table, so it is measured on the split that chooses.
+
+    Resolution is the sweep's evaluation interval (train.eval_every)."""
+    metric = metric or f"{selection_split(curves)}_{quality(curves)}"
+    columns = [*ID_COLUMNS, *config_keys(curves), "config_id", "status", "run_dir"]
+    columns += ["quality"] if "quality" in curves else []
+    points = curves[curves["metric"] == metric]
+    per_run = curves.drop_duplicates("run_dir")[columns].reset_index(drop=True)
+    reached = points["value"] >= target if higher_is_better(metric) else points["value"] <= target
+    first = (
+        points[reached]
+        .sort_values("iteration")
+        .groupby("run_dir", sort=False)
+        .first()[["iteration", "epoch", "time_s"]]
+        .rename(
+            columns={
+                "iteration": "iterations_to_target",
+                "epoch": "epochs_to_target",
+                "time_s": "seconds_to_target",
+            }
+        )
+    )
+    table = per_run.merge(first, left_on="run_dir", right_index=True, how="left")
+    table["reached"] = table["iterations_to_target"].notna()
+    table["target"] = target
+    table["metric"] = metric
+    return table.sort_values([*ID_COLUMNS, "run_dir"], ignore_index=True)
+
+
+TARGET_MEASURES = ("iterations_to_target", "epochs_to_target", "seconds_to_target")
+
+
+def summarize_time_to_target(ttt: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """Per config: how many seeds reached the target, and per measure (iterations, epochs,
+    seconds to target) the mean and CI half-width over the seeds that reached it, and
+    `<measure>_cost`: that mean when every seed reached the target, else infinity (the cost
+    used by performance profiles: a config that sometimes fails is not a solution)."""
+    if ttt.empty:
+        return pd.DataFrame(columns=[*LABEL_COLUMNS, "net", "setting", "n_seeds", "n_reached"])
+    table = _aggregate(ttt, TARGET_MEASURES, confidence)
+    reached = ttt["reached"].groupby(ttt["config_id"]).sum()
+    table["n_reached"] = table["config_id"].map(reached).astype(int)
+    all_reached = table["n_reached"] == table["n_seeds"]
+    for measure in TARGET_MEASURES:
+        table[f"{measure}_cost"] = table[f"{measure}_mean"].where(all_reached, math.inf)
+    stat_cols = _stat_cols(TARGET_MEASURES, ("mean", "ci", "min", "max", "cost"))
+    table["quality"] = quality(ttt)
+    # the metric the target was measured on (tables made before runs had a validation split
+    # may not say: then it was the test quality)
+    table["metric"] = ttt["metric"].iloc[0] if "metric" in ttt else f"test_{quality(ttt)}"
+    return table[[*_summary_columns(table, ["n_reached"], stat_cols), "quality", "metric"]]
+
+
+def fastest_configs(target_summary: pd.DataFrame, measure: str) -> pd.DataFrame:
+    """Per config with the learning rate left out (each optimizer, net and other setting), the
+    learning rate that reaches the target fastest in `measure` (iterations_to_target,
+    seconds_to_target, ...) with every seed; a setting that never does keeps its learning rate
+    with the most seeds reaching it, and an infinite cost."""
+    if target_summary.empty:
+        return target_summary.copy()
+    ranked = target_summary.assign(
+        _cost=target_summary[f"{measure}_cost"], _group=config_key(target_summary, (LR_KEY,))
+    ).sort_values(["_cost", "n_reached", "lr"], ascending=[True, False, True], kind="stable")
+    best = ranked.groupby("_group", sort=False).head(1)
+    return best.drop(columns=["_cost", "_group"]).sort_values(
+        ["net", "optimizer", "setting"], ignore_index=True
+    )
+
+
+def quality_at_time(
+    runs: pd.DataFrame, curves: pd.DataFrame, seconds: float | None = None
+) -> tuple[float, pd.DataFrame]:
+    """(seconds, table): per config, the test quality (and the validation quality, which ranks
+    them, when the runs have it) at the last evaluation within `seconds` of training
+    (evaluations excluded; default: the shortest training time of any run, so that every config
+    has a value), mean over seeds, and the time per step: what each setting reaches in the same
+    time rather than in the same number of steps."""
+    seconds = float(runs["train_time_s"].min()) if seconds is None else seconds
+    columns = {}
+    for split in dict.fromkeys((selection_split(curves), "test")):  # val (it ranks), then test
+        metric = f"{split}_{quality(runs)}"
+        points = curves[(curves["metric"] == metric) & (curves["time_s"] <= seconds)]
+        last = points.sort_values("iteration").groupby("run_dir")["value"].last()
+        columns[f"{metric}_at_time"] = runs["run_dir"].map(last)
+    per_run = runs.assign(**columns)
+    return seconds, summarize(per_run, metrics=(*columns, "step_time_s"))
