@@ -326,6 +326,39 @@ def test_warm_steps_are_counted_in_the_compute(mnist_dir, monkeypatch):
     assert steps and all(k == 4 for k, _ in steps) and sum(n for _, n in steps) == 18
 
 
+def test_inherited_plans_stay_with_their_individual_and_pass_to_its_children(mnist_dir):
+    study = build_study(tiny_cfg("esgd.plans=inherit"))
+    rows = pd.DataFrame(methods.esgd(study, seed=0))
+    trained = rows[rows["generation"] >= 1]
+    trained = trained[trained["hyperparameters"] != ""]
+    # an individual trains with one plan in every generation it lives
+    assert (trained.groupby("uid")["hyperparameters"].nunique() == 1).all()
+    plan = trained.groupby("uid")["hyperparameters"].first()
+    children = rows[rows["offspring"]].drop_duplicates("uid")
+    heirs = children[children["uid"].isin(plan.index)]
+    assert len(heirs) > 0  # some children survived to train
+    for _, child in heirs.iterrows():
+        assert plan[child["uid"]] == plan[int(child["parents"].split("+")[0])]
+    # the initial population starts with the population baseline's plans, uid by uid
+    baseline = pd.DataFrame(methods.independent(study, 0, "population", range(4), plans_of(0)))
+    first = baseline[baseline["generation"] == 1].set_index("uid")["hyperparameters"]
+    assert all(plan[uid] == first[uid] for uid in range(4) if uid in plan.index)
+    # redraw (the default) gives an individual that lives on a new plan
+    redrawn = rows_of(build_study(tiny_cfg()))
+    assert (redrawn.groupby("uid")["hyperparameters"].nunique() > 1).any()
+
+
+def plans_of(seed: int) -> list[Plan]:
+    study = build_study(tiny_cfg())
+    generator = methods.generators(seed)["plans"]
+    return [study.pool.sample(generator) for _ in range(study.settings.population)]
+
+
+def rows_of(study) -> pd.DataFrame:
+    rows = pd.DataFrame(methods.esgd(study, seed=0))
+    return rows[(rows["generation"] >= 1) & (rows["hyperparameters"] != "")]
+
+
 def test_committed_studies_are_recognised_under_todays_defaults(mnist_dir):
     """results/esgd/<net> ran before these settings existed: today's defaults are their
     study (so they resume and render again); a variant is another study."""
@@ -341,6 +374,7 @@ def test_committed_studies_are_recognised_under_todays_defaults(mnist_dir):
             "esgd.offspring_sgd_steps=1",
             "esgd.population_init=jitter",
             "esgd.recombination=aligned_mean",
+            "esgd.plans=inherit",
         ):
             other = compose_config(["experiment=esgd", f"data.root={root}", *extra, variant])
             assert study_id(OmegaConf.to_container(other, resolve=True)) != study_id(
@@ -468,6 +502,7 @@ BAD = {
         "esgd pool: adam (lr=0.0003, momentum=0.5; constant) cannot be built",
     ),
     "integer of the wrong type": (["esgd.generations=2.5"], "esgd.generations must be an integer"),
+    "unknown plan rule": (["esgd.plans=keep"], "esgd.plans must be one of redraw, inherit"),
     "unknown initialisation": (
         ["esgd.population_init=random"],
         "esgd.population_init must be one of independent, shared, jitter; got 'random'",

@@ -6,8 +6,10 @@ mini-batch); fitness and test evaluations are not counted. Every method gets mu 
 * ``esgd``: mu individuals, K generations of an SGD phase (K_s steps each, back-off) and an
   evolution phase (with ``offspring_sgd_steps`` W > 0, every offspring takes W steps before it
   is evaluated, and every SGD phase is K_v * lambda * W / mu steps shorter to pay for them);
-* ``esgd_no_evolution``: the same without the evolution phase (plans still re-drawn every
-  generation, back-off kept);
+  each individual draws a new plan every generation (``plans=redraw``) or keeps the one it was
+  first given, a child its first parent's (``plans=inherit``);
+* ``esgd_no_evolution``: the same without the evolution phase (plans as ESGD's, back-off
+  kept);
 * ``population``: mu independent networks, each with one plan drawn once for its K * K_s steps
   (its schedule, like every schedule here, spans the whole run), no back-off, no evolution;
 * ``single``: one network with the plan of the population baseline's best individual (and its
@@ -259,8 +261,16 @@ def esgd(study: Study, seed: int, evolve: bool = True) -> list[dict]:
     phase = s.sgd_steps - s.evolution_steps * s.offspring * warm_steps // s.population
     per_generation = phase + s.evolution_steps * warm_steps
     batches = study.batches(s.generations * per_generation, rng["order"])
+    # inherit: every individual keeps the plan it was first given (the initial population draws
+    # theirs as the population baseline does), an offspring takes its first parent's
+    # (redraw draws nothing here: its stream stays the committed studies')
+    inherit = s.plans == "inherit"
+    plan_of = {i.uid: study.pool.sample(rng["plans"]) for i in population} if inherit else {}
     for generation in range(1, s.generations + 1):
-        plans = [study.pool.sample(rng["plans"]) for _ in population]
+        if inherit:
+            plans = [plan_of[i.uid] for i in population]
+        else:
+            plans = [study.pool.sample(rng["plans"]) for _ in population]
         start = {i.uid: i.fitness for i in population}
         backoffs = sgd_phase(study, population, plans, batches, generation, phase)
         trained = {i.uid: plan for i, plan in zip(population, plans, strict=True)}
@@ -276,6 +286,8 @@ def esgd(study: Study, seed: int, evolve: bool = True) -> list[dict]:
         )
         for _ in range(s.evolution_steps if evolve else 0):
             children = offspring(study, population, generation, uids, rng["evolution"], warm)
+            if inherit:
+                plan_of |= {c.uid: plan_of[c.parents[0]] for c in children}
             candidates += children
             everyone = population + children
             chosen = select([i.fitness for i in everyone], s.population, s.elite, rng["evolution"])

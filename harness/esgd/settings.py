@@ -27,6 +27,7 @@ class Settings:
     population_init: str  # independent (a draw each), shared (one draw), jitter (one + noise)
     population_init_std: float  # jitter: std of the Gaussian added to each individual's weights
     offspring_sgd_steps: int  # W: SGD steps of every offspring before it is evaluated
+    plans: str  # redraw (per individual and generation), inherit (kept; a child: its parent's)
     repeats: int  # seeds seed, seed + 1, ...: every method runs once per seed
     methods: tuple[str, ...]
     pool: DictConfig  # name -> {optimizer: partial config, ranges: {hyper-parameter: [lo, hi]}}
@@ -41,12 +42,14 @@ class Settings:
 METHODS = ("single", "population", "esgd_no_evolution", "esgd")
 INITS = ("independent", "shared", "jitter")
 RECOMBINATIONS = ("mean", "aligned_mean")
+PLANS = ("redraw", "inherit")
 # Settings added after studies were committed, with the values those studies ran with
 UNRECORDED = {
     "population_init": "independent",
     "population_init_std": 0.0,
     "offspring_sgd_steps": 0,
     "recombination": "mean",
+    "plans": "redraw",
 }
 
 
@@ -120,6 +123,7 @@ def settings(cfg: DictConfig) -> Settings:
     if require_number(node.get("mutation_std"), "esgd.mutation_std") < 0:
         raise ConfigError(f"esgd.mutation_std must be >= 0, got {node.mutation_std}")
     require_choice(node.get("recombination"), "esgd.recombination", RECOMBINATIONS)
+    require_choice(node.get("plans"), "esgd.plans", PLANS)
     init, init_std = _population_init(node)
     evolution_steps, offspring = _positive(node, "evolution_steps"), _positive(node, "offspring")
     warm = _positive(node, "offspring_sgd_steps", minimum=0)
@@ -157,6 +161,7 @@ def settings(cfg: DictConfig) -> Settings:
         population_init=init,
         population_init_std=init_std,
         offspring_sgd_steps=warm,
+        plans=node.plans,
         repeats=_positive(node, "repeats"),
         methods=methods,
         pool=node.pool,
