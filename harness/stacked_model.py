@@ -138,15 +138,22 @@ class StackedMLP:
         self.backward(grad)
         return loss
 
-    @torch.no_grad()
     def evaluate(self, x: torch.Tensor, y: torch.Tensor) -> tuple[list[float], list[float]]:
         """Mean cross-entropy and accuracy of each of the K models on (x, y)."""
-        k = len(self.models)
-        loss_sum = torch.zeros(k, device=x.device, dtype=torch.float64)
-        correct = torch.zeros(k, device=x.device, dtype=torch.int64)
-        for start in range(0, len(y), EVAL_CHUNK):
-            logits = self.forward(x[start : start + EVAL_CHUNK])
-            target = y[start : start + EVAL_CHUNK].expand(k, -1)
-            loss_sum += F.cross_entropy(logits, target, reduction="none").sum(1).double()
-            correct += (logits.argmax(1) == target).sum(1)
-        return (loss_sum / len(y)).tolist(), (correct.double() / len(y)).tolist()
+        return evaluate_stack(self.forward, len(self.models), x, y)
+
+
+@torch.no_grad()
+def evaluate_stack(
+    logits_of: Callable[[torch.Tensor], torch.Tensor], k: int, x: torch.Tensor, y: torch.Tensor
+) -> tuple[list[float], list[float]]:
+    """Mean cross-entropy and accuracy of each of the K models of a stack on (x, y), in chunks;
+    `logits_of` maps examples to the K models' logits, [K, classes, examples]."""
+    loss_sum = torch.zeros(k, device=x.device, dtype=torch.float64)
+    correct = torch.zeros(k, device=x.device, dtype=torch.int64)
+    for start in range(0, len(y), EVAL_CHUNK):
+        logits = logits_of(x[start : start + EVAL_CHUNK])
+        target = y[start : start + EVAL_CHUNK].expand(k, -1)
+        loss_sum += F.cross_entropy(logits, target, reduction="none").sum(1).double()
+        correct += (logits.argmax(1) == target).sum(1)
+    return (loss_sum / len(y)).tolist(), (correct.double() / len(y)).tolist()

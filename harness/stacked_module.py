@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from harness.engine import EVAL_CHUNK
+from harness.stacked_model import evaluate_stack
 
 
 class StackedModule:
@@ -86,18 +86,11 @@ class StackedModule:
                 stacked.copy_(grad)
         return loss.detach()
 
-    @torch.no_grad()
     def evaluate(self, x: torch.Tensor, y: torch.Tensor) -> tuple[list[float], list[float]]:
         """Mean cross-entropy and accuracy of each of the K models on (x, y)."""
-        k = len(self.models)
-        loss_sum = torch.zeros(k, device=x.device, dtype=torch.float64)
-        correct = torch.zeros(k, device=x.device, dtype=torch.int64)
-        for start in range(0, len(y), EVAL_CHUNK):
-            logits = self._forward(self.params, x[start : start + EVAL_CHUNK]).transpose(1, 2)
-            target = y[start : start + EVAL_CHUNK].expand(k, -1)
-            loss_sum += F.cross_entropy(logits, target, reduction="none").sum(1).double()
-            correct += (logits.argmax(1) == target).sum(1)
-        return (loss_sum / len(y)).tolist(), (correct.double() / len(y)).tolist()
+        return evaluate_stack(
+            lambda chunk: self._forward(self.params, chunk).transpose(1, 2), len(self.models), x, y
+        )
 
 
 def stacking_refusal(models: Sequence[nn.Module], x: torch.Tensor, y: torch.Tensor) -> str | None:
