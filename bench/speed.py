@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -198,16 +199,30 @@ def data_loading(x: torch.Tensor, y: torch.Tensor, batches: int) -> list[tuple[s
     return results
 
 
-def stack_paths(cfgs, repeats: int, classes: tuple[type, ...]) -> list[float]:
-    """Seconds per model of one stack of `cfgs` in this process, by each stack class of
-    `classes` (the hand-written MLP stack, the torch.func stack): medians of `repeats`, the
-    classes interleaved."""
-    times: dict[type, list[float]] = {c: [] for c in classes}
+def interleaved(cfgs, repeats: int, paths: dict[str, Callable[[list], float]]) -> dict[str, float]:
+    """Seconds per model of training `cfgs` by each of `paths` (name -> a function of the
+    configs returning seconds per model): medians of `repeats`, the paths interleaved so that
+    a change of the machine's load falls on all of them alike."""
+    times: dict[str, list[float]] = {name: [] for name in paths}
     for _ in range(repeats):
-        for stack_class, seconds in times.items():
-            runs = [run_module.prepare(Job.of(c, "unused")) for c in cfgs]
-            seconds.append(train_stack(runs, stack_class=stack_class)[0].train_time_s / len(cfgs))
-    return [statistics.median(seconds) for seconds in times.values()]
+        for name, path in paths.items():
+            times[name].append(path(cfgs))
+    return {name: statistics.median(seconds) for name, seconds in times.items()}
+
+
+def stack_path(stack_class: type) -> Callable[[list], float]:
+    """One stack of the configs in this process, by `stack_class`: seconds per model."""
+
+    def seconds(cfgs) -> float:
+        runs = [run_module.prepare(Job.of(c, "unused")) for c in cfgs]
+        return train_stack(runs, stack_class=stack_class)[0].train_time_s / len(cfgs)
+
+    return seconds
+
+
+def single_path(cfgs) -> float:
+    """The configs one after another with the single-run engine: seconds per model."""
+    return sum(single_engine(c) for c in cfgs) / len(cfgs)
 
 
 def bench_net(args, net: str, peak: float, x: torch.Tensor, y: torch.Tensor) -> dict:
@@ -228,12 +243,21 @@ def bench_net(args, net: str, peak: float, x: torch.Tensor, y: torch.Tensor) -> 
                 sum(plain_loop(c, x, y, it) for c in cfgs) / n
             )
             torch.set_num_threads(threads)
-        rows["(b) single-run engine"] = sum(single_engine(c) for c in cfgs) / n
+            rows["(b) single-run engine"] = single_path(cfgs)
     torch.set_num_threads(threads)
-    classes = (StackedMLP, StackedModule) if mlp else (StackedModule,)
-    names = {StackedMLP: "hand-written MLP stack", StackedModule: "torch.func stack"}
-    for stack_class, seconds in zip(classes, stack_paths(cfgs, args.repeats, classes), strict=True):
-        rows[f"(c) stacked, 1 process x {threads} threads, {names[stack_class]}"] = seconds
+    stacked_in_process = f"(c) stacked, 1 process x {threads} threads"
+    paths = (
+        {
+            f"{stacked_in_process}, hand-written MLP stack": stack_path(StackedMLP),
+            f"{stacked_in_process}, torch.func stack": stack_path(StackedModule),
+        }
+        if mlp
+        else {  # any other model: its stack against training alone, interleaved
+            "(b) single-run engine": single_path,
+            f"{stacked_in_process}, torch.func stack": stack_path(StackedModule),
+        }
+    )
+    rows |= interleaved(cfgs, args.repeats, paths)
     if not args.stacked_only:
         with tempfile.TemporaryDirectory() as tmp:
             jobs = [Job.of(stacked(c), Path(tmp) / str(i)) for i, c in enumerate(cfgs)]
