@@ -28,8 +28,13 @@ CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 def _config_error_message(exc: Exception) -> str:
     if isinstance(exc, MissingConfigException) and exc.options:
         group = (exc.missing_cfg_file or "").rsplit("/", 1)[0]
+        # The files of the group, then how many more the optimizer catalogue names.
+        files = [o for o in exc.options if (CONF_DIR / group / f"{o}.yaml").exists()]
+        more = len(exc.options) - len(files)
+        catalogue = f", or one of {more} more by name (harness-optimizers lists them)"
         return (
-            f"no config '{exc.missing_cfg_file}'; valid {group} options: {', '.join(exc.options)}"
+            f"no config '{exc.missing_cfg_file}'; valid {group} options: {', '.join(files)}"
+            f"{catalogue if more else ''}"
         )
     # Hydra's and OmegaConf's messages put the useful part first and details on later lines.
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
@@ -118,3 +123,19 @@ def collect_main(argv: list[str] | None = None) -> None:
         if runs == 0:
             exit_with_error("harness-collect", f"no finished runs under {sweep_dir}")
         print(f"{sweep_dir}: {runs} runs, {rows} curve rows -> runs.parquet, curves.parquet")
+
+
+def optimizers_main() -> None:
+    """`harness-optimizers`: every name `optimizer=<name>` takes, with its class: the curated
+    files of conf/optimizer/, then the catalogue (torch.optim, schedulefree, pytorch-optimizer)."""
+    from harness.catalogue import catalogue
+
+    parser = argparse.ArgumentParser(prog="harness-optimizers", description=optimizers_main.__doc__)
+    parser.parse_args()
+    for path in sorted((CONF_DIR / "optimizer").glob("*.yaml")):
+        target = OmegaConf.load(path).get("_target_")
+        print(f"{path.stem:28s} {target}  (conf/optimizer/{path.name})")
+    curated = {path.stem for path in (CONF_DIR / "optimizer").glob("*.yaml")}
+    for name, cls in catalogue().items():
+        if name not in curated:
+            print(f"{name:28s} {cls.__module__}.{cls.__qualname__}")

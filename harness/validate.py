@@ -11,7 +11,7 @@ import numbers
 
 import torch
 from hydra.utils import get_class
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from harness.data import NORMALIZATIONS
 from harness.errors import ConfigError
@@ -48,12 +48,32 @@ def require_number(value: object, key: str) -> float:
     return float(value)
 
 
+def _reads_as_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return text.strip().lower() not in ("nan", "inf", "-inf", "+inf", "infinity")
+
+
 def require_choice(value: object, key: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise ConfigError(f"{key} must be one of {', '.join(choices)}; got {value!r}")
 
 
 def validate_optimizer(opt: DictConfig) -> None:
+    for key in opt:
+        if OmegaConf.is_missing(opt, key):  # a constructor argument without a default
+            raise ConfigError(
+                f"optimizer.{key} has no default in {opt.get('_target_')}: set it "
+                f"(optimizer.{key}=...)"
+            )
+        value = opt[key]
+        if isinstance(value, str) and _reads_as_number(value):
+            raise ConfigError(
+                f"optimizer.{key} is the text {value!r}, not a number: write it without quotes "
+                f"(optimizer.{key}={value.strip()})"
+            )
     if require_number(opt.get("lr"), "optimizer.lr") <= 0:
         raise ConfigError(f"optimizer.lr must be > 0, got {opt.lr}")
     if "momentum" in opt:

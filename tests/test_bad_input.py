@@ -33,7 +33,11 @@ def corrupt_mnist(tmp_path_factory, mnist_dir):
 CASES = {
     "unknown model": (["model=net9"], "valid model options: lenet, mf, mlp, ncf, net1, net2, net3"),
     "ratings model without its problem": (["model=mf"], "is a model of ratings: add +problem"),
-    "unknown optimizer": (["optimizer=adamm"], "valid optimizer options: adadelta, adagrad, adam,"),
+    "unknown optimizer": (
+        ["optimizer=adamm"],
+        "valid optimizer options: adadelta, adagrad, adam, adamax, adamw, momentum, nadam, "
+        "nesterov, radam, rmsprop, sgd, yellowfin, or one of ",
+    ),
     "unknown schedule": (["schedule=linear"], "valid schedule options: constant, cosine"),
     "zero lr": (["optimizer.lr=0"], "optimizer.lr must be > 0, got 0"),
     "negative lr": (["optimizer.lr=-0.1"], "optimizer.lr must be > 0, got -0.1"),
@@ -62,6 +66,14 @@ CASES = {
     "negative validation": (["data.val_size=-1"], "data.val_size must be >= 0, got -1"),
     "missing folder": (["data.root=/no/such/folder"], "data.root=/no/such/folder is not a folder"),
     "lr of the wrong type": (["optimizer.lr=fast"], "optimizer.lr must be a number, got 'fast'"),
+    "a number given as text": (
+        ["optimizer.eps='1e-06'"],
+        "optimizer.eps is the text '1e-06', not a number: write it without quotes",
+    ),
+    "a catalogue optimizer's argument without a default": (
+        ["optimizer=ranger21"],
+        "optimizer.num_iterations has no default in pytorch_optimizer.optimizer.ranger21.Ranger21",
+    ),
     "batch of the wrong type": (
         ["train.batch_size=1.5"],
         "train.batch_size must be an integer, got 1.5",

@@ -1,0 +1,120 @@
+"""Every optimizer a user might pick, by name: torch.optim, schedulefree and pytorch-optimizer.
+
+`optimizer=<name>` composes a config for any optimizer class of these packages without a file
+per optimizer: `config_of(name)` writes the class's constructor with every default spelled out
+(`_target_`, `_partial_: true`, then each keyword argument), so a run's identity and the tables
+see every hyper-parameter, and each is overridable like a curated file's (`optimizer.lr=...`).
+The curated files in conf/optimizer/ come first: a name with a file is that file (its hashes
+unchanged); the Hydra config source hydra_plugins/harness_catalogue serves the rest.
+
+Names: torch.optim's classes in lower case (`lbfgs`, `rprop`, ...); schedulefree's as
+`schedulefree_<class>` (`schedulefree_adamw`); pytorch-optimizer's as the package names them
+(`lion`, `adan`, `soap`, ...), with `pto_` in front where torch.optim has the name already
+(`pto_adamax` is pytorch-optimizer's AdaMax). A constructor argument without a default (Ranger21's
+`num_iterations`) is left `???`: the run says which key to set.
+
+Importing pytorch-optimizer costs about 2 s, so nothing here imports a package until a name
+outside the curated files is asked for.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+# Constructor arguments that are not hyper-parameters: what the harness passes or decides.
+NOT_HYPERPARAMETERS = {"self", "params", "foreach", "fused", "capturable", "differentiable"}
+MISSING = "???"
+PREFIX_SHADOWED = "pto_"
+PREFIX_SCHEDULEFREE = "schedulefree_"
+
+
+def _optimizer_classes(module: Any) -> dict[str, type]:
+    return {
+        name: value
+        for name, value in vars(module).items()
+        if inspect.isclass(value)
+        and issubclass(value, torch.optim.Optimizer)
+        and value is not torch.optim.Optimizer
+    }
+
+
+def _torch_optim() -> dict[str, type]:
+    return {name.lower(): cls for name, cls in _optimizer_classes(torch.optim).items()}
+
+
+def _schedulefree() -> dict[str, type]:
+    try:
+        module = importlib.import_module("schedulefree")
+    except ImportError:
+        return {}
+    classes = _optimizer_classes(module)
+    return {
+        PREFIX_SCHEDULEFREE + name.lower().replace("schedulefree", ""): cls
+        for name, cls in classes.items()
+        if "ScheduleFree" in name and "Wrapper" not in name  # wrappers take an optimizer
+    }
+
+
+def _pytorch_optimizer(taken: set[str]) -> dict[str, type]:
+    try:
+        module = importlib.import_module("pytorch_optimizer")
+    except ImportError:
+        return {}
+    found = {}
+    for name in module.get_supported_optimizers():
+        cls = module.load_optimizer(name)
+        if cls.__module__.startswith("torch.optim"):
+            continue  # torch's own class under pytorch-optimizer's name: listed as torch's
+        found[PREFIX_SHADOWED + name if name in taken else name] = cls
+    return found
+
+
+@functools.cache
+def catalogue() -> dict[str, type]:
+    """Every optimizer class by its name here (imports the packages: ~2 s, once)."""
+    classes = _torch_optim()
+    classes |= _schedulefree()
+    classes |= _pytorch_optimizer(set(classes))
+    return dict(sorted(classes.items()))
+
+
+def _yaml_value(value: Any) -> Any:
+    """A default as a config holds it: tuples as lists (floats, inf included, as they are); a
+    one-element tensor as its number; anything else a config cannot hold (a callable) as None."""
+    if isinstance(value, tuple | list):
+        return [_yaml_value(v) for v in value]
+    if isinstance(value, bool | int | float | str) or value is None:
+        return value
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return value.item()
+    return None
+
+
+def hyperparameters(cls: Callable) -> dict[str, Any]:
+    """The keyword arguments of `cls`'s constructor with their defaults (MISSING where there is
+    none), in the constructor's order; *args, **kwargs and NOT_HYPERPARAMETERS left out."""
+    found = {}
+    for name, parameter in inspect.signature(cls).parameters.items():
+        if name in NOT_HYPERPARAMETERS or parameter.kind in (
+            parameter.VAR_POSITIONAL,
+            parameter.VAR_KEYWORD,
+        ):
+            continue
+        default = parameter.default
+        found[name] = MISSING if default is parameter.empty else _yaml_value(default)
+    return found
+
+
+def config_of(name: str) -> dict[str, Any] | None:
+    """The optimizer config of `name` (None: no such optimizer in the catalogue)."""
+    cls = catalogue().get(name)
+    if cls is None:
+        return None
+    target = f"{cls.__module__}.{cls.__qualname__}"
+    return {"_target_": target, "_partial_": True, **hyperparameters(cls)}
