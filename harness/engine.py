@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from tqdm.auto import tqdm
 
+from harness.stepping import evaluation_mode, needs_of, take_step
+
 if TYPE_CHECKING:
     from harness.problems import Problem
 
@@ -114,15 +116,19 @@ def train(
     bar = tqdm(total=schedule.iterations, disable=not progress, mininterval=1.0, unit="it")
 
     held_out = problem.held_out(data)
+    needs = needs_of(optimizer)  # a closure, second-order backward, train/eval modes
+    if needs.modes:
+        optimizer.train()
 
     def run_evaluation(iteration: int) -> float:
         model.eval()
-        train = problem.evaluate(model, data, "train", eval_train_idx)
-        metrics = {f"train_{k}": v for k, v in train.items()}
-        for split in held_out:
-            metrics |= {
-                f"{split}_{k}": v for k, v in problem.evaluate(model, data, split, None).items()
-            }
+        with evaluation_mode(optimizer, needs):
+            train = problem.evaluate(model, data, "train", eval_train_idx)
+            metrics = {f"train_{k}": v for k, v in train.items()}
+            for split in held_out:
+                metrics |= {
+                    f"{split}_{k}": v for k, v in problem.evaluate(model, data, split, None).items()
+                }
         model.train()
         recorder.add(iteration, train_time, **metrics)
         if on_eval is not None:
@@ -134,14 +140,11 @@ def train(
     status, diverged_at = "completed", None
     tic = time.perf_counter()
     for it, idx in batch_indices(n, bs, schedule.iterations, order_generator, device):
-        loss = problem.loss(model, data, idx)
+        loss = take_step(optimizer, needs, lambda idx=idx: problem.loss(model, data, idx))
         if losses is None:
             losses = torch.zeros(schedule.log_every, device=loss.device, dtype=loss.dtype)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
         scheduler.step()
-        losses[(it - 1) % schedule.log_every] = loss.detach()
+        losses[(it - 1) % schedule.log_every] = loss
 
         # eval_every is a multiple of log_every (validated), so every evaluation is a log point.
         if it % schedule.log_every == 0 or it == schedule.iterations:

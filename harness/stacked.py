@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
@@ -48,6 +49,7 @@ from harness.stacked_model import StackedMLP
 from harness.stacked_module import StackedModule
 from harness.stacked_module import stacking_refusal as module_refusal
 from harness.stacked_rules import StackedOptimizers, rule_key, stacking_refusal, update_path
+from harness.stepping import needs_of_class
 from harness.validate import DTYPES, validate_run
 
 log = logging.getLogger(__name__)
@@ -67,6 +69,12 @@ def refusal(job: Job) -> str | None:
         reason = _module_probe(problem, model_yaml, cfg.train.dtype, run_module.data_key(cfg))
         if reason is not None:
             return f"its model {cfg.model._target_}: {reason}"
+    try:
+        needs = needs_of_class(get_class(cfg.optimizer._target_))
+    except Exception:  # not a class: the single-run engine reports it, as for any run
+        return f"its optimizer {cfg.optimizer._target_} cannot be found"
+    if needs:  # the stack steps each model once per batch, with first-order gradients
+        return f"optimizer {cfg.optimizer._target_} needs {needs.describe()}"
     if cfg.optimizer._target_.startswith("torch.optim."):
         return None
     reason = _probe(OmegaConf.to_yaml(cfg.optimizer, resolve=True), cfg.train.dtype)
