@@ -187,6 +187,12 @@ def _optimizer_and_schedule(node: DictConfig, cfg: DictConfig, params, iteration
         scheduler = build(cfg.schedule)(optimizer, **schedule_kwargs)
     except (ValueError, TypeError) as exc:  # torch's own checks of hyper-parameter values
         raise ConfigError(f"invalid optimizer or schedule setting: {exc}") from None
+    except ImportError as exc:  # a catalogue optimizer whose own dependency is missing
+        raise ConfigError(f"optimizer {node.get('_target_')} cannot be built: {exc}") from None
+    except RuntimeError as exc:  # a third-party constructor refusing these parameters
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        target = node.get("_target_")
+        raise ConfigError(f"optimizer {target} cannot be built here: {first}") from None
     return optimizer, scheduler
 
 

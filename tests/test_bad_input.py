@@ -70,6 +70,10 @@ CASES = {
         ["optimizer.eps='1e-06'"],
         "optimizer.eps is the text '1e-06', not a number: write it without quotes",
     ),
+    "a catalogue optimizer its constructor refuses": (
+        ["optimizer=pto_muon"],
+        "optimizer pytorch_optimizer.optimizer.muon.muon.Muon cannot be built here: ",
+    ),
     "a catalogue optimizer's argument without a default": (
         ["optimizer=ranger21"],
         "optimizer.num_iterations has no default in pytorch_optimizer.optimizer.ranger21.Ranger21",
