@@ -21,22 +21,24 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import LogFormatter, LogLocator, NullFormatter, NullLocator
 
 # One colour per optimizer, the same in every figure (colour-blind-safe where it matters most:
-# the SGD family in blues/greys, the Adam family in reds/oranges/greens).
+# the SGD family in blues/greys, the Adam family in reds/oranges/greens). Any two are at least
+# MIN_COLOR_DISTANCE apart in CIEDE2000 (color_distance; tests/test_colors.py).
 OPTIMIZER_COLORS = {
     "sgd": "#4d4d4d",
     "momentum": "#1f77b4",
     "nesterov": "#17becf",
     "adagrad": "#bcbd22",
-    "adadelta": "#8c564b",
+    "adadelta": "#880055",
     "rmsprop": "#9467bd",
     "adam": "#d62728",
-    "adamax": "#e377c2",
+    "adamax": "#886600",
     "nadam": "#ff7f0e",
     "adamw": "#2ca02c",
     "radam": "#0b1f6b",
-    "yellowfin": "#d4a017",
+    "yellowfin": "#ff99aa",
 }
 OPTIMIZER_ORDER = list(OPTIMIZER_COLORS)
+MIN_COLOR_DISTANCE = 20.0
 # Settings of a single optimizer get these in turn (colour-blind-safe, Okabe & Ito).
 SETTING_COLORS = ["#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000"]
 # Optimizers not listed above get one of these, by a stable hash of their name.
@@ -322,3 +324,67 @@ def setting_styles(frame: pd.DataFrame, column: str = "setting") -> dict[str, di
             "marker": MARKERS[n % len(MARKERS)],
         }
     return styles
+
+
+def cielab(color) -> np.ndarray:
+    """CIELAB (D65) of a matplotlib colour: L* 0-100, a*, b*."""
+    rgb = np.array(matplotlib.colors.to_rgb(color))
+    rgb = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    srgb_to_xyz = np.array(
+        [
+            [0.4124564, 0.3575761, 0.1804375],
+            [0.2126729, 0.7151522, 0.0721750],
+            [0.0193339, 0.1191920, 0.9503041],
+        ]
+    )
+    xyz = srgb_to_xyz @ rgb / np.array([0.95047, 1.0, 1.08883])
+    d = 6 / 29
+    f = np.where(xyz > d**3, np.cbrt(xyz), xyz / (3 * d**2) + 4 / 29)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def color_distance(color_a, color_b) -> float:
+    """CIEDE2000 colour difference (Sharma, Wu & Dalal 2005) between two matplotlib colours:
+    about 1 is just noticeable side by side, 20 and more tells two thin lines apart."""
+    l1, a1, b1 = cielab(color_a)
+    l2, a2, b2 = cielab(color_b)
+    c_mean = (np.hypot(a1, b1) + np.hypot(a2, b2)) / 2
+    g = 0.5 * (1 - np.sqrt(c_mean**7 / (c_mean**7 + 25.0**7)))
+    a1p, a2p = (1 + g) * a1, (1 + g) * a2
+    c1p, c2p = np.hypot(a1p, b1), np.hypot(a2p, b2)
+    h1p = np.degrees(np.arctan2(b1, a1p)) % 360
+    h2p = np.degrees(np.arctan2(b2, a2p)) % 360
+    dlp, dcp = l2 - l1, c2p - c1p
+    dh = h2p - h1p
+    if c1p * c2p == 0:
+        dh = 0.0
+    elif dh > 180:
+        dh -= 360
+    elif dh < -180:
+        dh += 360
+    dhp = 2 * np.sqrt(c1p * c2p) * np.sin(np.radians(dh / 2))
+    lp, cp = (l1 + l2) / 2, (c1p + c2p) / 2
+    if c1p * c2p == 0:
+        hp = h1p + h2p
+    elif abs(h1p - h2p) <= 180:
+        hp = (h1p + h2p) / 2
+    else:
+        hp = (h1p + h2p + 360) / 2 if h1p + h2p < 360 else (h1p + h2p - 360) / 2
+    t = (
+        1
+        - 0.17 * np.cos(np.radians(hp - 30))
+        + 0.24 * np.cos(np.radians(2 * hp))
+        + 0.32 * np.cos(np.radians(3 * hp + 6))
+        - 0.20 * np.cos(np.radians(4 * hp - 63))
+    )
+    sl = 1 + 0.015 * (lp - 50) ** 2 / np.sqrt(20 + (lp - 50) ** 2)
+    sc = 1 + 0.045 * cp
+    sh = 1 + 0.015 * cp * t
+    rt = (
+        -2
+        * np.sqrt(cp**7 / (cp**7 + 25.0**7))
+        * np.sin(np.radians(60 * np.exp(-(((hp - 275) / 25) ** 2))))
+    )
+    return float(
+        np.sqrt((dlp / sl) ** 2 + (dcp / sc) ** 2 + (dhp / sh) ** 2 + rt * (dcp / sc) * (dhp / sh))
+    )
