@@ -161,6 +161,7 @@ def test_batch_size_study_scales_the_learning_rate_by_its_rule(rule, batch, fact
 
 
 def test_an_unknown_scaling_rule_is_named_in_the_error():
-    with hydra_context(), pytest.raises(Exception, match="lr scaling rule must be one of"):
+    refusal = "ValueError raised while resolving interpolation: lr scaling rule must be one of"
+    with hydra_context(), pytest.raises(ValueError, match=refusal):
         cfg = compose_config(["experiment=batch_size", "study.lr_scaling=cubic"])
         validate_run(cfg, Job.of(cfg, "unused").problem)  # reading optimizer.lr resolves it

@@ -429,7 +429,7 @@ def study(tmp_path_factory, mnist_dir):
 def test_a_seeded_run_is_reproducible_table_for_table(study, tmp_path):
     folder, first = study
     second = execute(tiny_cfg("esgd.repeats=2", "esgd.generations=2"), tmp_path / "again")
-    assert first.keys() == second.keys()
+    assert {"individuals", "offspring_share", "table1", "table6"} <= set(first)
     for name in first:
         pd.testing.assert_frame_equal(first[name], second[name], check_exact=True)
         pd.testing.assert_frame_equal(read_tables(folder)[name], first[name])
