@@ -266,3 +266,17 @@ def test_bad_ratings_validation_is_one_line(tmp_path, value, message):
     result = run_cli(*RATINGS_RUN, f"data.val_size={value}", f"hydra.run.dir={out}", cwd=tmp_path)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert message in result.stderr and not out.exists()
+
+
+def test_a_ratings_report_takes_an_rmse_target_and_refuses_a_negative_one(tmp_path, capsys):
+    from harness import report
+
+    for name, lr in (("a", "0.05"), ("b", "0.1")):
+        ratings_run(tmp_path / "sweep", name, f"optimizer.lr={lr}")
+    report.main([str(tmp_path / "sweep"), "--target", "1.5", "--out", str(tmp_path / "out")])
+    assert "1.5" in (tmp_path / "out" / "summary.md").read_text()
+    with pytest.raises(SystemExit) as exit_info:
+        report.main([str(tmp_path / "sweep"), "--target", "-1", "--out", str(tmp_path / "bad")])
+    assert exit_info.value.code == 2
+    assert "--target is a rmse here, a value > 0; got -1.0" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()

@@ -394,7 +394,7 @@ def test_bad_input_from_the_command_line_is_one_line_and_exit_status_2(tmp_path)
     assert result.stdout == ""
 
 
-@pytest.mark.parametrize("case", ["empty", "file", "corrupt", "target"])
+@pytest.mark.parametrize("case", ["empty", "file", "corrupt"])
 def test_bad_input_is_one_line_on_stderr_and_exit_status_2(tmp_path, capsys, case):
     (tmp_path / "empty").mkdir()
     (tmp_path / "a.txt").write_text("x")
@@ -404,7 +404,6 @@ def test_bad_input_is_one_line_on_stderr_and_exit_status_2(tmp_path, capsys, cas
         "empty": ([tmp_path / "empty"], "no runs in"),
         "file": ([tmp_path / "a.txt"], "not a folder"),
         "corrupt": ([tmp_path / "corrupt"], "Parquet"),
-        "target": ([tmp_path / "empty", "--target", "97"], "--target is a fraction"),
     }[case]
     with pytest.raises(SystemExit) as exit_info:
         report.main([str(a) for a in args])
@@ -413,6 +412,18 @@ def test_bad_input_is_one_line_on_stderr_and_exit_status_2(tmp_path, capsys, cas
     assert err.count("\n") == 1 and err.startswith("harness-report: error: "), err
     assert message in err
     assert not list(tmp_path.rglob("summary.md"))
+
+
+def test_an_accuracy_target_outside_0_1_is_one_line(smoke_sweep, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        report.main([str(smoke_sweep), "--target", "97", "--out", str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert (
+        err
+        == "harness-report: error: --target is an accuracy here, a fraction in (0, 1]; got 97.0\n"
+    )
+    assert not (tmp_path / "out").exists()
 
 
 def test_tuned_hyperparameters_figure_draws_what_yellowfin_chose(tmp_path, mnist_dir):

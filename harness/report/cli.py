@@ -61,8 +61,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         exit_with_error(PROG, f"no such folder: {args.sweep}")
     if not args.sweep.is_dir():
         exit_with_error(PROG, f"not a folder: {args.sweep}")
-    if args.target is not None and not 0 < args.target <= 1:
-        exit_with_error(PROG, f"--target is a fraction in (0, 1], got {args.target}")
     try:
         if is_study(args.sweep):
             _render_esgd_study(args.sweep, args.out)

@@ -26,6 +26,19 @@ def default_target(quality: str) -> float | None:
     return DEFAULT_TARGET if quality == "accuracy" else None
 
 
+def checked_target(target: float | None, quality: str) -> float | None:
+    """`target` (default: `default_target`) checked against the range of the runs' quality
+    metric: an accuracy is a fraction in (0, 1]; any other quality (an RMSE) a value > 0.
+    ValueError (one line) otherwise."""
+    if target is None:
+        return default_target(quality)
+    if quality == "accuracy" and not 0 < target <= 1:
+        raise ValueError(f"--target is an accuracy here, a fraction in (0, 1]; got {target}")
+    if not target > 0:
+        raise ValueError(f"--target is a {quality} here, a value > 0; got {target}")
+    return target
+
+
 def load_sweep(sweep: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(runs, curves) of a sweep folder; ValueError when it holds no run."""
     runs = load_runs(Path(sweep))

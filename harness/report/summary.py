@@ -16,7 +16,7 @@ from harness import analysis, tuning_curves
 from harness.markdown import markdown_table
 from harness.report.common import Skipped
 from harness.report.figures import figure_title, make_figures, time_to_target_summary
-from harness.report.inputs import default_target, load_sweep, tuned_keys_of
+from harness.report.inputs import checked_target, load_sweep, tuned_keys_of
 from harness.report.tables import (
     configs_table,
     final_metrics_table,
@@ -232,7 +232,7 @@ def write_report(
     (default: <sweep>/report). `target`: of time to target (default: `default_target`)."""
     sweep = Path(sweep)
     runs, curves = load_sweep(sweep)
-    target = default_target(analysis.quality(runs)) if target is None else target
+    target = checked_target(target, analysis.quality(runs))  # before anything is written
     out = Path(out_dir) if out_dir is not None else sweep / "report"
     out.mkdir(parents=True, exist_ok=True)
     report = Report(out)
