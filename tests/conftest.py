@@ -6,7 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
@@ -109,3 +111,64 @@ def smoke_sweep(tmp_path_factory, mnist_dir) -> Path:
     if os.environ.get("PYTEST_XDIST_WORKER"):
         base = base.parent
     return shared_smoke_sweep(base, mnist_dir)
+
+
+# --- helpers shared by several test modules (no test module imports another) -------------
+
+
+def small(dtype: str, iterations: int, eval_every: int, log_every: int) -> list[str]:
+    return [
+        "data.train_size=1000",
+        "data.val_size=200",
+        "data.test_size=200",
+        f"train.iterations={iterations}",
+        f"train.eval_every={eval_every}",
+        f"train.log_every={log_every}",
+        "train.eval_train_size=300",
+        "train.batch_size=50",
+        f"train.dtype={dtype}",
+        "threads=1",
+        "seed=7",
+    ]
+
+
+def max_difference(a: pd.DataFrame, b: pd.DataFrame) -> float:
+    # Same measurements at the same steps; only the measured time differs.
+    pd.testing.assert_frame_equal(
+        a.drop(columns=["time_s", "value"]), b.drop(columns=["time_s", "value"])
+    )
+    return float(np.max(np.abs(a.value.to_numpy() - b.value.to_numpy())))
+
+
+class BatchNormNet(torch.nn.Module):
+    """A model with buffers (batch-norm statistics): it cannot stack."""
+
+    def __init__(self, in_features: int, num_classes: int, **mlp_keys) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(in_features, num_classes)
+        self.norm = torch.nn.BatchNorm1d(num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.linear(x))
+
+
+# A tiny ESGD study: every method, three generations of four individuals.
+TINY = [
+    "experiment=esgd",
+    "data.train_size=1000",
+    "data.val_size=200",
+    "data.test_size=200",
+    "train.batch_size=50",
+    "threads=1",
+    "esgd.population=4",
+    "esgd.offspring=4",
+    "esgd.elite=1",
+    "esgd.generations=3",
+    "esgd.sgd_steps=6",
+    "esgd.backoff_every=3",
+    "esgd.top_k=2",
+]
+
+
+def tiny_cfg(*overrides: str):
+    return compose_config([f"data.root={MNIST_DIR}", *TINY, *overrides])

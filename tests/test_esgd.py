@@ -13,7 +13,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from conftest import HARNESS_TRAIN, MNIST_DIR, REPO, compose_config, run_cli
+from conftest import HARNESS_TRAIN, MNIST_DIR, REPO, compose_config, run_cli, tiny_cfg
 from harness.data import load_mnist
 from harness.errors import ConfigError, DataError
 from harness.esgd import methods, operators
@@ -21,26 +21,6 @@ from harness.esgd.app import build_study, execute, render, study_id
 from harness.esgd.pool import Plan
 from harness.esgd.tables import read_tables
 from harness.esgd.trainer import Trainer
-
-TINY = [
-    "experiment=esgd",
-    "data.train_size=1000",
-    "data.val_size=200",
-    "data.test_size=200",
-    "train.batch_size=50",
-    "threads=1",
-    "esgd.population=4",
-    "esgd.offspring=4",
-    "esgd.elite=1",
-    "esgd.generations=3",
-    "esgd.sgd_steps=6",
-    "esgd.backoff_every=3",
-    "esgd.top_k=2",
-]
-
-
-def tiny_cfg(*overrides: str):
-    return compose_config([f"data.root={MNIST_DIR}", *TINY, *overrides])
 
 
 @pytest.fixture(scope="module")

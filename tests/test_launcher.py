@@ -11,9 +11,8 @@ import torch
 from hydra.core.global_hydra import GlobalHydra
 from hydra.types import RunMode
 from omegaconf import OmegaConf
-from test_stacked import max_difference, small
 
-from conftest import CONF_DIR, compose_config, hydra_context, run_cli
+from conftest import CONF_DIR, compose_config, hydra_context, max_difference, run_cli, small
 from harness import launcher
 from harness.data import load_mnist
 from harness.errors import HarnessError
@@ -153,8 +152,8 @@ def test_an_optimizer_that_replaces_its_tensors_is_refused_a_stack(tmp_path, mni
 def test_a_model_that_cannot_stack_says_so(tmp_path, mnist_dir, caplog):
     cfgs = configs(
         mnist_dir,
-        ["model._target_=test_stacked.BatchNormNet", "optimizer=sgd"],
-        ["model._target_=test_stacked.BatchNormNet", "optimizer=adam"],
+        ["model._target_=conftest.BatchNormNet", "optimizer=sgd"],
+        ["model._target_=conftest.BatchNormNet", "optimizer=adam"],
         ["model._target_=test_launcher.OtherMLP", "optimizer=sgd"],
         ["model._target_=test_launcher.OtherMLP", "optimizer=adam"],
     )
@@ -162,7 +161,7 @@ def test_a_model_that_cannot_stack_says_so(tmp_path, mnist_dir, caplog):
         records = execute_jobs([Job.of(c, tmp_path / str(i)) for i, c in enumerate(cfgs)])
     # Any model without buffers stacks (torch.func); the batch-norm statistics do not.
     assert [r["engine"] for r in records] == ["single", "single", "stacked", "stacked"]
-    assert "its model test_stacked.BatchNormNet: it has buffers" in caplog.text
+    assert "its model conftest.BatchNormNet: it has buffers" in caplog.text
 
 
 def test_engines(tmp_path, mnist_dir):

@@ -59,7 +59,8 @@ def committed_like_sweep(smoke_sweep, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def tiny_esgd_study(tmp_path_factory) -> Path:
     """A tiny ESGD study (every method, two generations), as `python -m harness.esgd` writes."""
-    from test_esgd import execute, tiny_cfg
+    from conftest import tiny_cfg
+    from harness.esgd.app import execute
 
     folder = tmp_path_factory.mktemp("esgd")
     execute(tiny_cfg("esgd.repeats=2", "esgd.generations=2"), folder)

@@ -6,11 +6,10 @@ import random
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 from hydra.utils import get_class
 from omegaconf import OmegaConf
 
-from conftest import CONF_DIR, compose_config, hydra_context
+from conftest import CONF_DIR, compose_config, hydra_context, max_difference, small
 from harness.errors import HarnessError
 from harness.job import Job
 from harness.launcher import execute_jobs
@@ -24,22 +23,6 @@ SCHEDULES = sorted(p.stem for p in (CONF_DIR / "schedule").glob("*.yaml"))
 ACTIVATIONS = ["sigmoid", "relu", "tanh", "gelu", "elu", "leaky_relu", "identity"]
 # Learning rates that train without diverging in 100 float64 steps.
 LR = {"sgd": 0.1, "momentum": 0.02, "nesterov": 0.02, "adagrad": 0.02, "adadelta": 1.0}
-
-
-def small(dtype: str, iterations: int, eval_every: int, log_every: int) -> list[str]:
-    return [
-        "data.train_size=1000",
-        "data.val_size=200",
-        "data.test_size=200",
-        f"train.iterations={iterations}",
-        f"train.eval_every={eval_every}",
-        f"train.log_every={log_every}",
-        "train.eval_train_size=300",
-        "train.batch_size=50",
-        f"train.dtype={dtype}",
-        "threads=1",
-        "seed=7",
-    ]
 
 
 def tuned_hyperparameters(optimizer: str) -> tuple[str, ...]:
@@ -92,14 +75,6 @@ def train_both(tmp_path, mnist_dir, base, configs):
     return stacked, single, metrics
 
 
-def max_difference(a: pd.DataFrame, b: pd.DataFrame) -> float:
-    # Same measurements at the same steps; only the measured time differs.
-    pd.testing.assert_frame_equal(
-        a.drop(columns=["time_s", "value"]), b.drop(columns=["time_s", "value"])
-    )
-    return float(np.max(np.abs(a.value.to_numpy() - b.value.to_numpy())))
-
-
 @pytest.mark.parametrize(("model", "steps"), [("net2", 100), ("mlp", 100), ("lenet", 40)])
 def test_float64_stacked_equals_single_for_all_optimizers(tmp_path, mnist_dir, model, steps):
     rng = random.Random(f"float64-{model}")
@@ -145,22 +120,10 @@ def test_the_torch_func_stack_of_mlps_equals_the_hand_written_one(tmp_path, mnis
         assert np.abs(values).max() <= 1e-10
 
 
-class BatchNormNet(torch.nn.Module):
-    """A model with buffers (batch-norm statistics): it cannot stack."""
-
-    def __init__(self, in_features: int, num_classes: int, **mlp_keys) -> None:
-        super().__init__()
-        self.linear = torch.nn.Linear(in_features, num_classes)
-        self.norm = torch.nn.BatchNorm1d(num_classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.norm(self.linear(x))
-
-
 def test_a_model_that_cannot_stack_is_refused_and_trains_alone(tmp_path, mnist_dir):
     with hydra_context():
         base = [f"data.root={mnist_dir}", *small("float32", 5, 5, 5)]
-        bn = [*base, f"model._target_={__name__}.BatchNormNet"]
+        bn = [*base, "model._target_=conftest.BatchNormNet"]
         cfgs = [compose_config([*bn, f"optimizer={o}"]) for o in ("sgd", "adam")]
         lenet = compose_config([*base, "model=lenet"])
     bn_job, lenet_job = Job.of(cfgs[0], tmp_path), Job.of(lenet, tmp_path)
