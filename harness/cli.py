@@ -132,10 +132,10 @@ def optimizers_main() -> None:
 
     parser = argparse.ArgumentParser(prog="harness-optimizers", description=optimizers_main.__doc__)
     parser.parse_args()
-    for path in sorted((CONF_DIR / "optimizer").glob("*.yaml")):
+    files = sorted((CONF_DIR / "optimizer").glob("*.yaml"))
+    for path in files:
         target = OmegaConf.load(path).get("_target_")
         print(f"{path.stem:28s} {target}  (conf/optimizer/{path.name})")
-    curated = {path.stem for path in (CONF_DIR / "optimizer").glob("*.yaml")}
     for name, cls in catalogue().items():
-        if name not in curated:
+        if not any(path.stem == name for path in files):
             print(f"{name:28s} {cls.__module__}.{cls.__qualname__}")

@@ -49,14 +49,14 @@ from harness.stacked_model import StackedMLP
 from harness.stacked_module import StackedModule
 from harness.stacked_module import stacking_refusal as module_refusal
 from harness.stacked_rules import StackedOptimizers, rule_key, stacking_refusal, update_path
-from harness.stepping import needs_of_class
+from harness.stepping import Needs, needs_of_class
 from harness.validate import DTYPES, validate_run
 
 log = logging.getLogger(__name__)
 
 
 def refusal(job: Job) -> str | None:
-    """Why the run of `cfg` cannot join a stack (None: it can). Its problem must stack; an MLP
+    """Why the job's run cannot join a stack (None: it can). Its problem must stack; an MLP
     stacks by the hand-written path, any other model if `_module_probe` finds that it stacks
     exactly; torch.optim's classes update their parameters in place, any other optimizer class
     must pass `stacking_refusal`'s probe (StackedOptimizers checks the views after every step as
@@ -69,9 +69,8 @@ def refusal(job: Job) -> str | None:
         reason = _module_probe(problem, model_yaml, cfg.train.dtype, run_module.data_key(cfg))
         if reason is not None:
             return f"its model {cfg.model._target_}: {reason}"
-    try:
-        needs = needs_of_class(get_class(cfg.optimizer._target_))
-    except Exception:  # not a class: the single-run engine reports it, as for any run
+    needs = _optimizer_needs(cfg.optimizer._target_)
+    if needs is None:  # not a class: the single-run engine reports it, as for any run
         return f"its optimizer {cfg.optimizer._target_} cannot be found"
     if needs:  # the stack steps each model once per batch, with first-order gradients
         return f"optimizer {cfg.optimizer._target_} needs {needs.describe()}"
@@ -79,6 +78,16 @@ def refusal(job: Job) -> str | None:
         return None
     reason = _probe(OmegaConf.to_yaml(cfg.optimizer, resolve=True), cfg.train.dtype)
     return None if reason is None else f"optimizer {cfg.optimizer._target_}: {reason}"
+
+
+@functools.cache
+def _optimizer_needs(target: str) -> Needs | None:
+    """What the optimizer class `target` needs of the step (None: no such class), once per
+    class: the launcher asks for every job of a sweep."""
+    try:
+        return needs_of_class(get_class(target))
+    except Exception:
+        return None
 
 
 @functools.lru_cache(maxsize=256)

@@ -16,7 +16,7 @@ import torch
 from torch.nn import functional as F
 
 from harness.engine import EVAL_CHUNK
-from harness.models import ACTIVATIONS, MLP, MLP_TARGET  # noqa: F401 - esgd.settings reads it here
+from harness.models import ACTIVATIONS, MLP
 
 _aten = torch.ops.aten
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from omegaconf import DictConfig, OmegaConf
 
 from harness.errors import ConfigError
-from harness.stacked_model import MLP_TARGET
+from harness.models import MLP_TARGET
 from harness.validate import require_choice, require_int, require_number
 
 
