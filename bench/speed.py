@@ -4,6 +4,7 @@
     python bench/speed.py --iterations 2000 --nets net3
     python bench/speed.py --nets lenet         # a CNN: single-run engine against its stack
     python bench/speed.py --course             # also the whole course study with each engine
+    python bench/speed.py --before 08082fc     # the engines of that revision beside this tree's
 
 Side by side in one invocation, on the same data and iterations:
   (a) the plain loop: nn.Sequential, torch.optim, DataLoader(TensorDataset, shuffle=True);
@@ -13,6 +14,9 @@ Side by side in one invocation, on the same data and iterations:
       torch.func stack any other model uses (harness.stacked_module), interleaved --repeats
       times (medians); and split into one single-threaded worker process per core
       (execute_jobs). --stacked-only times the two stacked paths alone.
+With --before REV, only the engines — (b), and (c) in one process by both stacked paths — are
+timed, each in a process of its own, alternating between the harness of revision REV (a
+temporary git worktree on PYTHONPATH) and this tree's, --repeats times (medians).
 Times are optimisation only (evaluations excluded); per model = total / number of configs.
 GFLOP/s counts forward + backward matrix products; the peak is large fp32 matmuls measured in
 the same run (one matmul on all threads, or one single-threaded matmul per core at once: the
@@ -23,6 +27,7 @@ Data root: --data-root or $HARNESS_DATA_ROOT.
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import statistics
@@ -272,6 +277,47 @@ def bench_net(args, net: str, peak: float, x: torch.Tensor, y: torch.Tensor) -> 
     return out
 
 
+def engine_times(args, net: str) -> dict[str, float]:
+    """Seconds per model of the configs of `net` by the single-run engine and by each stacked
+    path in this process (one run each): what --before compares."""
+    it = args.iterations
+    cfgs = [compose("config", overrides(args.data_root, net, o, lr, it)) for o, lr in CONFIGS]
+    torch.set_num_threads(os.cpu_count() or 1)
+    times = {"(b) single-run engine": single_path(cfgs)}
+    if cfgs[0].model._target_ == MLP_TARGET:
+        times["(c) stacked, hand-written MLP stack"] = stack_path(StackedMLP)(cfgs)
+    times["(c) stacked, torch.func stack"] = stack_path(StackedModule)(cfgs)
+    return times
+
+
+def before_and_now(args) -> None:
+    """--before REV: the engines' times of revision REV and of this tree, alternating."""
+    from sweeps import worktree
+
+    trees = {f"at {args.before}": None, "now": REPO}
+    times: dict[tuple[str, str, str], list[float]] = {}
+    with worktree(args.before) as before:
+        trees[f"at {args.before}"] = before
+        for _ in range(args.repeats):
+            for tree, code in trees.items():
+                command = [sys.executable, __file__, "--engine-times", "--nets", args.nets]
+                command += ["--iterations", str(args.iterations), "--data-root", args.data_root]
+                env = {**os.environ, "PYTHONPATH": str(code)}
+                out = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
+                for net, rows in json.loads(out.stdout.splitlines()[-1]).items():
+                    for label, seconds in rows.items():
+                        times.setdefault((net, label, tree), []).append(seconds)
+    then, now = trees
+    print(f"# Engines at {args.before} and now: {args.iterations} iterations, batch 128, ")
+    print(f"{len(CONFIGS)} configs per net, medians of {args.repeats} alternating processes\n")
+    print(f"| net | loop | s / 1000 it / model, {then} | now | now's speed vs {then} |")
+    print("|---|---|---:|---:|---:|")
+    for net, label in dict.fromkeys((n, lb) for n, lb, _ in times):
+        a, b = (statistics.median(times[(net, label, t)]) for t in (then, now))
+        per_k = 1000 / args.iterations
+        print(f"| {net} | {label} | {a * per_k:.3f} | {b * per_k:.3f} | {a / b:.2f}x |")
+
+
 def course(args) -> list[tuple[str, float, int]]:
     """Wall time of the whole course study end to end, as a user runs it (harness-train -m
     experiment=course, one seed: 27 runs of 20,000 iterations with their evaluations), with each
@@ -326,7 +372,18 @@ def main() -> None:
     parser.add_argument(
         "--course-stacked-only", action="store_true", help="course study: stacked engine only"
     )
+    parser.add_argument("--before", help="time the engines of this git revision beside this tree's")
+    parser.add_argument("--engine-times", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.before:
+        return before_and_now(args)
+    if args.engine_times:  # one process of --before: JSON on the last line of stdout
+        # the configs of the tree whose harness is imported (PYTHONPATH)
+        conf = Path(run_module.__file__).resolve().parents[1] / "conf"
+        with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+            times = {net: engine_times(args, net) for net in args.nets.split(",")}
+        print(json.dumps(times))
+        return None
 
     cores = os.cpu_count() or 1
     peak_all, peak_processes = matmul_peak(cores), matmul_peak_processes(cores)

@@ -24,14 +24,8 @@ from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf, open_dict
 
-from harness.results import (
-    NOT_COMPUTED_KEYS,
-    RUNS_TABLE,
-    config_hash,
-    identity_config,
-    identity_hash,
-    write_table,
-)
+from harness.identity import NOT_COMPUTED_KEYS, config_hash, identity_config, identity_hash
+from harness.results import RUNS_TABLE, write_table
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -17,8 +17,8 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from harness.errors import ConfigError, HarnessError, exit_with_error
-from harness.results import RUN_FILE, RunRecord, collect, read_run
-from harness.sweep import already_finished, discard_invocation, log_progress
+from harness.results import RUN_FILE, RunRecord, collect
+from harness.sweep import discard_invocation, log_progress, resumed
 
 log = logging.getLogger("harness")
 # The repository's conf/ folder (the package is installed in editable mode from the repository).
@@ -65,10 +65,9 @@ def _train_app(cfg: DictConfig) -> RunRecord | None:
         if hydra_cfg.mode == RunMode.MULTIRUN:
             log_progress(hydra_cfg)
             config = OmegaConf.to_container(cfg, resolve=True)
-            done = already_finished(config, Path(hydra_cfg.sweep.dir), run_dir)
-            if done is not None:
-                log.info("skipped: this config already finished in %s", done)
-                return read_run(Path(hydra_cfg.sweep.dir) / done)
+            record = resumed(config, Path(hydra_cfg.sweep.dir), run_dir)
+            if record is not None:
+                return record
             if requested_engine(cfg) == "stacked":
                 log.info("train.engine=stacked: only hydra/launcher=stacked stacks runs")
         # the record, which a sweeper that optimises (Optuna) reads as the run's objective

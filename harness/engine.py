@@ -1,17 +1,20 @@
-"""The single-run training engine: a plain, compact loop over pre-loaded tensors.
+"""The training loop: K members (models with their optimizers and schedules) trained on the same
+mini-batches of pre-loaded tensors. One run is K = 1 (`Alone`); a stack of runs is K > 1
+(harness.stacked.Stack); an ESGD population steps a `Stack` between its back-offs.
 
 Data stays on the training device; each epoch draws a seeded permutation and mini-batches are
 slices of it (no per-sample DataLoader in the hot loop). Mini-batch losses are buffered on the
-device and read back every `log_every` steps, so the loop synchronises rarely.
+device and read back every `log_every` steps, so the loop synchronises rarely. Recording,
+divergence, dropping a diverged member and timing live here, once.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from tqdm.auto import tqdm
@@ -20,8 +23,6 @@ from harness.stepping import evaluation_mode, needs_of, take_step
 
 if TYPE_CHECKING:
     from harness.problems import Problem
-
-EVAL_CHUNK = 10_000  # rows per forward pass during evaluation: bounds memory on any device
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ class Outcome:
     status: str  # "completed" or "diverged"
     recorder: Recorder
     diverged_at: int | None
-    train_time_s: float  # optimisation only, evaluations excluded
+    train_time_s: float  # optimisation only, evaluations excluded (a stack's: all its members')
 
 
 def logged_hyperparameters(optimizer: torch.optim.Optimizer) -> dict[str, float]:
@@ -88,78 +89,142 @@ def batch_indices(
         yield it, perm[pos * batch_size : (pos + 1) * batch_size]
 
 
+class Members(Protocol):
+    """K models, each with its optimizer and LR schedule, trained on shared mini-batches: what
+    `train` drives. Member k keeps its position until `keep` drops others."""
+
+    def __len__(self) -> int: ...
+
+    def step(self, rows: torch.Tensor) -> torch.Tensor:
+        """One optimisation step (and schedule step) of every member on the training rows
+        `rows`; their K mini-batch losses before the step, on the device (no synchronisation)."""
+        ...
+
+    def evaluate(self, split: str, rows: torch.Tensor | None) -> list[dict[str, float]]:
+        """The problem's metrics of each member on `rows` of the training data (split "train")
+        or on a held-out split (rows None), at the point each optimizer reports."""
+        ...
+
+    def hyperparameters(self) -> list[dict[str, float]]:
+        """What each member's optimizer records at a log step (`logged_hyperparameters`)."""
+        ...
+
+    def keep(self, kept: Sequence[int]) -> None:
+        """Go on with the members at positions `kept` only."""
+        ...
+
+
+class Alone:
+    """One model with its optimizer and schedule: the K = 1 members of a run trained by itself,
+    through the optimizer's own step() and whatever it needs of it (harness.stepping: a
+    closure, second-order backward, train/eval modes)."""
+
+    def __init__(self, model, optimizer, scheduler, problem: Problem, data: Any) -> None:
+        self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
+        self.problem, self.data = problem, data
+        self.needs = needs_of(optimizer)
+        if self.needs.modes:
+            optimizer.train()
+
+    def __len__(self) -> int:
+        return 1
+
+    def step(self, rows: torch.Tensor) -> torch.Tensor:
+        model, data = self.model, self.data
+        loss = take_step(self.optimizer, self.needs, lambda: self.problem.loss(model, data, rows))
+        self.scheduler.step()
+        return loss.view(1)
+
+    def evaluate(self, split: str, rows: torch.Tensor | None) -> list[dict[str, float]]:
+        self.model.eval()
+        with evaluation_mode(self.optimizer, self.needs):
+            metrics = self.problem.evaluate(self.model, self.data, split, rows)
+        self.model.train()
+        return [metrics]
+
+    def hyperparameters(self) -> list[dict[str, float]]:
+        return [logged_hyperparameters(self.optimizer)]
+
+    def keep(self, kept: Sequence[int]) -> None:
+        pass  # K = 1: the loop ends when its member is dropped
+
+
 def train(
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LRScheduler,
-    problem: Problem,
-    data: Any,
+    members: Members,
+    held_out: Sequence[str],
     eval_train_idx: torch.Tensor,
     schedule: Schedule,
     order_generator: torch.Generator,
+    n: int,
+    divergence_factors: Sequence[float | None] | None = None,
     progress: bool = False,
-    on_eval: Callable[[int, dict[str, float]], None] | None = None,
-) -> Outcome:
-    """Train `model` on `problem`'s `data` for `schedule.iterations` steps, evaluating every
-    `schedule.eval_every` (the problem's metrics on the `eval_train_idx` rows of the training
-    data and on each held-out split, recorded as train_<metric>, val_<metric>, test_<metric>).
+) -> list[Outcome]:
+    """Train `members` for `schedule.iterations` steps on mini-batches of the `n` training rows,
+    evaluating every `schedule.eval_every` (their metrics on the `eval_train_idx` rows of the
+    training data and on each `held_out` split, recorded as train_<metric>, val_<metric>,
+    test_<metric>). One Outcome per member, in their order.
 
-    A diverging loss (see Schedule.divergence_factor) ends the run with status "diverged": a
-    result, not an error.
+    A member whose loss diverges (see Schedule.divergence_factor; `divergence_factors` gives
+    each member its own) ends with status "diverged", a result, not an error, and is dropped:
+    it neither slows down nor disturbs the others.
     """
-    device = eval_train_idx.device
-    n, bs = problem.size(data), schedule.batch_size
-    steps_per_epoch = n // bs  # the last incomplete batch of an epoch is dropped
-    recorder = Recorder(steps_per_epoch)
-    losses: torch.Tensor | None = None  # buffer of the last log_every losses, on the device
+    k, log_every = len(members), schedule.log_every
+    factors = divergence_factors or [schedule.divergence_factor] * k
+    steps_per_epoch = n // schedule.batch_size  # the last incomplete batch is dropped
+    recorders = [Recorder(steps_per_epoch) for _ in range(k)]
+    status, diverged_at = ["completed"] * k, [None] * k
+    active = list(range(k))  # member of each position still training
+    losses: torch.Tensor | None = None  # the last log_every losses of each position, on the device
     train_time = 0.0
     bar = tqdm(total=schedule.iterations, disable=not progress, mininterval=1.0, unit="it")
 
-    held_out = problem.held_out(data)
-    needs = needs_of(optimizer)  # a closure, second-order backward, train/eval modes
-    if needs.modes:
-        optimizer.train()
+    def evaluation(iteration: int) -> list[float]:
+        """Record every active member's metrics; their training losses."""
+        splits = {"train": members.evaluate("train", eval_train_idx)}
+        splits |= {split: members.evaluate(split, None) for split in held_out}
+        for j, i in enumerate(active):
+            metrics = {f"{s}_{name}": v for s, m in splits.items() for name, v in m[j].items()}
+            recorders[i].add(iteration, train_time, **metrics)
+        return [m["loss"] for m in splits["train"]]
 
-    def run_evaluation(iteration: int) -> float:
-        model.eval()
-        with evaluation_mode(optimizer, needs):
-            train = problem.evaluate(model, data, "train", eval_train_idx)
-            metrics = {f"train_{k}": v for k, v in train.items()}
-            for split in held_out:
-                metrics |= {
-                    f"{split}_{k}": v for k, v in problem.evaluate(model, data, split, None).items()
-                }
-        model.train()
-        recorder.add(iteration, train_time, **metrics)
-        if on_eval is not None:
-            on_eval(iteration, metrics)
-        return train["loss"]
+    def drop_diverging(values: list[float], iteration: int) -> None:
+        nonlocal active, losses
+        kept = [j for j, i in enumerate(active) if not diverging(values[j], limits[i])]
+        if len(kept) == len(active):
+            return
+        for j in set(range(len(active))) - set(kept):
+            status[active[j]], diverged_at[active[j]] = "diverged", iteration
+        active = [active[j] for j in kept]
+        if active:
+            members.keep(kept)
+            losses = None
 
-    limit = divergence_limit(schedule.divergence_factor, run_evaluation(0))
-
-    status, diverged_at = "completed", None
+    limits = [divergence_limit(f, v) for f, v in zip(factors, evaluation(0), strict=True)]
     tic = time.perf_counter()
-    for it, idx in batch_indices(n, bs, schedule.iterations, order_generator, device):
-        loss = take_step(optimizer, needs, lambda idx=idx: problem.loss(model, data, idx))
+    for it, idx in batch_indices(
+        n, schedule.batch_size, schedule.iterations, order_generator, eval_train_idx.device
+    ):
+        loss = members.step(idx)
         if losses is None:
-            losses = torch.zeros(schedule.log_every, device=loss.device, dtype=loss.dtype)
-        scheduler.step()
-        losses[(it - 1) % schedule.log_every] = loss
+            losses = loss.new_zeros(len(active), log_every)
+        losses[:, (it - 1) % log_every] = loss
 
         # eval_every is a multiple of log_every (validated), so every evaluation is a log point.
-        if it % schedule.log_every == 0 or it == schedule.iterations:
-            k = (it - 1) % schedule.log_every + 1
-            batch_loss = losses[:k].mean().item()  # synchronises the device: time is exact
+        if it % log_every == 0 or it == schedule.iterations:
+            pending = (it - 1) % log_every + 1
+            batch_loss = losses[:, :pending].mean(dim=1).tolist()  # synchronises: time is exact
             train_time += time.perf_counter() - tic
-            recorder.add(it, train_time, batch_loss=batch_loss, **logged_hyperparameters(optimizer))
+            for j, values in enumerate(members.hyperparameters()):
+                recorders[active[j]].add(it, train_time, batch_loss=batch_loss[j], **values)
             bar.update(it - bar.n)
-            bar.set_postfix(loss=f"{batch_loss:.4f}", refresh=False)
-            failed = diverging(batch_loss, limit)
-            if not failed and (it % schedule.eval_every == 0 or it == schedule.iterations):
-                failed = diverging(run_evaluation(it), limit)
-            if failed:
-                status, diverged_at = "diverged", it
+            bar.set_postfix(loss=f"{min(batch_loss):.4f}", refresh=False)
+            drop_diverging(batch_loss, it)
+            if active and (it % schedule.eval_every == 0 or it == schedule.iterations):
+                drop_diverging(evaluation(it), it)
+            if not active:
                 break
             tic = time.perf_counter()
     bar.close()
-    return Outcome(status, recorder, diverged_at, train_time)
+    return [
+        Outcome(s, r, d, train_time) for s, r, d in zip(status, recorders, diverged_at, strict=True)
+    ]

@@ -22,7 +22,6 @@ import concurrent.futures
 import dataclasses
 import logging
 import os
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from harness import run as run_module
 from harness.data import TensorData
 from harness.job import Job
 from harness.stacked import execute_group, refusal, stack_key
-from harness.sweep import format_seconds
+from harness.sweep import Progress
 
 log = logging.getLogger(__name__)
 
@@ -128,26 +127,6 @@ def _worker_init(level: int, datasets: dict[str, TensorData]) -> None:
     run_module.adopt_data(datasets)
 
 
-class _Progress:
-    """Logs where a sweep is: `run i of N done, elapsed ..., ~... left` as its runs finish."""
-
-    def __init__(self, runs: int, tasks: int) -> None:
-        self.runs, self.finished, self.started = runs, 0, time.perf_counter()
-        log.info("training %d runs as %d tasks", runs, tasks)
-
-    def done(self, runs: int) -> None:
-        self.finished += runs
-        elapsed = time.perf_counter() - self.started
-        left = format_seconds(elapsed / self.finished * (self.runs - self.finished))
-        log.info(
-            "run %d of %d done, elapsed %s, ~%s left",
-            self.finished,
-            self.runs,
-            format_seconds(elapsed),
-            left,
-        )
-
-
 def execute_jobs(
     jobs: Sequence[Job], workers: int | None = None, use_workers: bool | None = None
 ) -> list[dict[str, Any]]:
@@ -169,7 +148,8 @@ def execute_jobs(
     use_workers = use_workers and workers > 1
     tasks = plan(jobs, workers if use_workers else 1)
     records: list[dict[str, Any] | None] = [None] * len(jobs)
-    progress = _Progress(len(jobs), len(tasks))
+    log.info("training %d runs as %d tasks", len(jobs), len(tasks))
+    progress = Progress(len(jobs))
 
     def record(task: Task, results: list[dict[str, Any]]) -> None:
         for i, result in zip(task.jobs, results, strict=True):

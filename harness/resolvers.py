@@ -7,6 +7,8 @@ import math
 
 from omegaconf import OmegaConf
 
+from harness.identity import folder_excluded_keys
+
 # How a learning rate scales with the batch size, relative to a reference batch size.
 LR_SCALING = {
     "none": lambda ratio: 1.0,
@@ -52,3 +54,4 @@ OmegaConf.register_new_resolver("tuned", tuned, replace=True)
 OmegaConf.register_new_resolver("space_of", space_of, replace=True)
 OmegaConf.register_new_resolver("scaled_lr", scaled_lr, replace=True)
 OmegaConf.register_new_resolver("at", at, replace=True)
+OmegaConf.register_new_resolver("folder_excluded_keys", folder_excluded_keys, replace=True)

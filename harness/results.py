@@ -8,7 +8,7 @@ nothing that loads as a result.
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import json
 import math
 import os
@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from harness.errors import DataError
+from harness.identity import ID_COLUMNS, identity_config, identity_hash, run_identity
 
 RUN_FILE = "run.json"
 METRICS_FILE = "metrics.parquet"
@@ -26,60 +27,6 @@ METRICS_FILE = "metrics.parquet"
 RUNS_TABLE = "runs.parquet"
 CURVES_TABLE = "curves.parquet"
 METRIC_COLUMNS = ["iteration", "epoch", "time_s", "metric", "value"]
-# Config keys that say where or how fast a run executes, not what it computes: two runs that
-# differ only in these are the same experiment.
-EXECUTION_KEYS = ("device", "threads", "data.root", "train.progress", "train.engine", "sweep")
-# Tables that presets read values from (the course's learning rate per net and optimizer): what
-# they feed (optimizer.lr) is in the config itself, so the tables are not part of what a run
-# computes.
-LOOKUP_KEY = "lookup"
-# The tuning protocol's settings (search spaces, budget, where the chosen settings come from):
-# they decide which configs run, and each run's config holds what was chosen.
-TUNE_KEY = "tune"
-NOT_COMPUTED_KEYS = (*EXECUTION_KEYS, LOOKUP_KEY, TUNE_KEY)
-# Keys added after runs were recorded, with the value at which a run computes exactly what a
-# run recorded without the key did: at that value the key is left out of the identity and the
-# hash, so those runs keep their identity (and a sweep resumes over them).
-NEUTRAL_VALUES = {"data.val_size": 0}
-# Columns that identify a run in every table, in this order.
-ID_COLUMNS = [
-    "model",
-    "optimizer",
-    "schedule",
-    "lr",
-    "momentum",
-    "batch_size",
-    "hidden",
-    "seed",
-]
-
-
-def _drop_key(config: dict, dotted: str) -> None:
-    *parents, leaf = dotted.split(".")
-    for part in parents:
-        config = config.get(part, {})
-    config.pop(leaf, None)
-
-
-def _get_key(config: dict, dotted: str) -> Any:
-    for part in dotted.split("."):
-        if not isinstance(config, dict) or part not in config:
-            return None
-        config = config[part]
-    return config
-
-
-def config_hash(config: dict) -> str:
-    """A stable hash of what a run computes (execution-only keys, lookup tables and neutral
-    values of later keys left out)."""
-    config = json.loads(json.dumps(config))  # deep copy
-    for key in NOT_COMPUTED_KEYS:
-        _drop_key(config, key)
-    for key, neutral in NEUTRAL_VALUES.items():
-        if _get_key(config, key) == neutral:
-            _drop_key(config, key)
-    blob = json.dumps(config, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -140,61 +87,6 @@ def find_sweep_dirs(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     return sorted({p.parent for path in _as_list(paths) for p in path.rglob(RUNS_TABLE)})
 
 
-def _readable(value: Any) -> Any:
-    """A config value as a table cell: lists as '[a, b]' strings (as Hydra's overrides write
-    them), scalars as they are."""
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(str(_readable(v)) for v in value) + "]"
-    return value
-
-
-def flat_config(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A nested config as {dotted key: readable value}."""
-    flat: dict[str, Any] = {}
-    for key, value in config.items():
-        if isinstance(value, dict):
-            flat |= flat_config(value, f"{prefix}{key}.")
-        else:
-            flat[f"{prefix}{key}"] = _readable(value)
-    return flat
-
-
-def identity_config(config: dict[str, Any]) -> dict[str, Any]:
-    """A run's identity: every key of its resolved config that changes what it computes, except
-    the seed (execution-only keys and lookup tables are left out), as {dotted key: value}."""
-    flat = flat_config(config)
-    dropped = tuple(NOT_COMPUTED_KEYS) + ("seed",)
-    return {
-        k: v
-        for k, v in flat.items()
-        if not any(k == d or k.startswith(f"{d}.") for d in dropped)
-        and not (k in NEUTRAL_VALUES and v == NEUTRAL_VALUES[k])
-    }
-
-
-def identity_hash(identity: dict[str, Any]) -> str:
-    """`config_id`: runs with the same one are seeds of one configuration."""
-    blob = json.dumps(identity, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def run_identity(record: dict[str, Any]) -> dict[str, Any]:
-    """The short identifying columns of a run, from its run.json record (the full identity is
-    in `config_id` and the `config` column; see `load_runs`)."""
-    config, choices = record["config"], record["choices"]
-    optimizer = config["optimizer"]
-    return {
-        "model": choices.get("model"),
-        "optimizer": choices.get("optimizer"),
-        "schedule": choices.get("schedule"),
-        "lr": float(optimizer["lr"]),
-        "momentum": float(optimizer["momentum"]) if "momentum" in optimizer else float("nan"),
-        "batch_size": int(config["train"]["batch_size"]),
-        "hidden": "-".join(map(str, config["model"].get("hidden", []))) or "none",
-        "seed": int(config["seed"]),
-    }
-
-
 def run_row(record: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     """A run's row of the runs table: identity, status, final metrics (final_<metric> for every
     metric evaluated, best_test_<quality>), lengths and times."""
@@ -204,13 +96,15 @@ def run_row(record: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         if k != "iteration"
     }
     identity = identity_config(record["config"])
+    problem = record.get("problem", {})
     return {
         **run_identity(record),
         "config_id": identity_hash(identity),
-        "depth": len(record["config"]["model"].get("hidden", [])),
         "status": record["status"],
-        # The problem's quality metric (runs recorded before problems named it: accuracy).
-        "quality": record.get("problem", {}).get("quality", "accuracy"),
+        # The problem's quality metric and its direction (runs recorded before problems named
+        # them are the course's classification runs: accuracy, higher is better).
+        "quality": problem.get("quality", "accuracy"),
+        "higher_is_better": bool(problem.get("higher_is_better", True)),
         **finals,
         "iterations": record["iterations"],
         "epochs": record["epochs"],
@@ -283,7 +177,27 @@ def load_runs(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     if "quality" not in runs:  # tables written before problems named their quality metric
         runs["quality"] = "accuracy"
     runs["quality"] = runs["quality"].fillna("accuracy")
+    if "higher_is_better" not in runs:  # tables written before the runs table recorded it
+        runs["higher_is_better"] = None
+    unknown = runs["higher_is_better"].isna()
+    if unknown.any():  # from the problem each run's identity names
+        directions = runs.loc[unknown, "config"].map(_recorded_direction)
+        runs["higher_is_better"] = runs["higher_is_better"].astype(object)
+        runs.loc[unknown, "higher_is_better"] = directions
+    runs["higher_is_better"] = runs["higher_is_better"].astype(bool)
     return with_config_columns(runs).sort_values([*ID_COLUMNS, "run_dir"], ignore_index=True)
+
+
+@functools.lru_cache(maxsize=64)
+def _recorded_direction(config_json: str) -> bool:
+    """Whether the quality metric of the problem a run's identity names (its `problem._target_`;
+    none: classification) is better higher: the problem class's own `higher_is_better`."""
+    from hydra.utils import get_class
+
+    target = json.loads(config_json).get(
+        "problem._target_", "harness.problems.classification.Classification"
+    )
+    return bool(get_class(target).higher_is_better)
 
 
 def _require_identities(runs: pd.DataFrame) -> None:
@@ -299,7 +213,7 @@ def _require_identities(runs: pd.DataFrame) -> None:
 
 
 # Columns of the runs table that curves carry on every row.
-_CURVE_ID_COLUMNS = [*ID_COLUMNS, "config_id", "quality", "status", "run_dir"]
+_CURVE_ID_COLUMNS = [*ID_COLUMNS, "config_id", "quality", "higher_is_better", "status", "run_dir"]
 
 
 def load_curves(

@@ -18,15 +18,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from hydra.errors import InstantiationException
-from hydra.utils import get_method, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from harness import engine
-from harness.errors import ConfigError, HarnessError
+from harness.building import build_optimizer, optimizer_and_schedule
+from harness.errors import ConfigError
+from harness.identity import config_hash
 from harness.job import Job
 from harness.problems import Problem
-from harness.results import METRIC_COLUMNS, config_hash, write_run
+from harness.results import METRIC_COLUMNS, write_run
 from harness.stacked_rules import OPTIMIZER_STEP, TORCH_FUSED
 from harness.validate import DTYPES, validate_run
 
@@ -60,41 +60,6 @@ def run_seeds(seed: int) -> tuple[int, int]:
     """Independent seeds for weight initialisation and data order, derived from the run's seed."""
     init_seed, order_seed = np.random.SeedSequence(seed).generate_state(2)
     return int(init_seed), int(order_seed)
-
-
-def build(node: DictConfig, **kwargs: Any) -> Any:
-    """instantiate(node, _convert_="all", **kwargs) that lets the user-facing errors of our own
-    builders through unwrapped. A flat node (a target and its arguments, as every config here
-    is) is built directly: Hydra's instantiate copies and merges the node first, ~5 ms a call,
-    which a sweep of 1,000 runs pays 5,000 times."""
-    spec = OmegaConf.to_container(node, resolve=True)
-    target, partial = spec.pop("_target_", None), spec.pop("_partial_", False)
-    if isinstance(target, str) and not any(_needs_hydra(k, v) for k, v in spec.items()):
-        try:
-            factory = _located(target)
-            arguments = {**spec, **kwargs}
-            return functools.partial(factory, **arguments) if partial else factory(**arguments)
-        except HarnessError:
-            raise
-        except Exception:  # Hydra's instantiate below reports it, its own way
-            pass
-    try:
-        return instantiate(node, _convert_="all", **kwargs)
-    except InstantiationException as exc:
-        if isinstance(exc.__cause__, HarnessError):
-            raise exc.__cause__ from None
-        raise
-
-
-def _needs_hydra(key: str, value: Any) -> bool:
-    """A special key (_args_, _recursive_, ...) or, anywhere inside, a nested target: those are
-    for Hydra's instantiate."""
-    return key.startswith("_") or (isinstance(value, dict | list) and "_target_" in repr(value))
-
-
-@functools.cache
-def _located(target: str) -> Any:
-    return get_method(target)
 
 
 # Loaded data sets by their data config (resolved, as JSON): the jobs of a sweep that run in one
@@ -146,68 +111,6 @@ def load_setup(job: Job, device: torch.device, dtype: torch.dtype) -> Setup:
         divergence_factor=train.divergence_factor,
     )
     return Setup(problem, data, eval_idx.sort().values.to(device), schedule)
-
-
-class Optimizers:
-    """Several optimizers, each over its own parameters, stepped as one: the mixed setup of a
-    problem whose parameters need different optimizers (sparse embedding tables, dense layers).
-    `param_groups` are the first optimizer's first, so its learning rate is the one recorded."""
-
-    def __init__(self, optimizers: list[torch.optim.Optimizer]) -> None:
-        self.optimizers = optimizers
-        self.param_groups = [g for o in optimizers for g in o.param_groups]
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        for optimizer in self.optimizers:
-            optimizer.zero_grad(set_to_none=set_to_none)
-
-    def step(self) -> None:
-        for optimizer in self.optimizers:
-            optimizer.step()
-
-
-class Schedulers:
-    """The schedules of `Optimizers`, stepped as one."""
-
-    def __init__(self, schedulers: list[torch.optim.lr_scheduler.LRScheduler]) -> None:
-        self.schedulers = schedulers
-
-    def step(self) -> None:
-        for scheduler in self.schedulers:
-            scheduler.step()
-
-
-def _optimizer_and_schedule(node: DictConfig, cfg: DictConfig, params, iterations: int):
-    """An optimizer of config `node` over `params`, with the schedule of `cfg`."""
-    schedule_kwargs = {}
-    if cfg.schedule.get("T_max", "unset") is None:  # cosine over the run's whole length
-        schedule_kwargs["T_max"] = iterations
-    try:
-        optimizer = build(node)(params)
-        scheduler = build(cfg.schedule)(optimizer, **schedule_kwargs)
-    except (ValueError, TypeError) as exc:  # torch's own checks of hyper-parameter values
-        raise ConfigError(f"invalid optimizer or schedule setting: {exc}") from None
-    except ImportError as exc:  # a catalogue optimizer whose own dependency is missing
-        raise ConfigError(f"optimizer {node.get('_target_')} cannot be built: {exc}") from None
-    except RuntimeError as exc:  # a third-party constructor refusing these parameters
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        target = node.get("_target_")
-        raise ConfigError(f"optimizer {target} cannot be built here: {first}") from None
-    return optimizer, scheduler
-
-
-def build_optimizer(job: Job, model: torch.nn.Module, iterations: int):
-    """The optimizer and LR schedule of the job's config for `model`: one optimizer per
-    parameter group of its problem (usually one: `optimizer` over every parameter), each with
-    the schedule."""
-    cfg = job.cfg
-    pairs = [
-        _optimizer_and_schedule(node, cfg, params, iterations)
-        for params, node in job.problem.parameter_groups(cfg, model)
-    ]
-    if len(pairs) == 1:
-        return pairs[0]
-    return Optimizers([o for o, _ in pairs]), Schedulers([s for _, s in pairs])
 
 
 @functools.cache  # one lookup per process: the installed packages do not change during a sweep
@@ -312,7 +215,9 @@ def check(job: Job) -> None:
     resolve_device(cfg.device)
     setup = load_setup(job, torch.device("cpu"), torch.float32)
     probe = torch.nn.ParameterList([torch.nn.Parameter(torch.zeros(1))])
-    _optimizer_and_schedule(cfg.optimizer, cfg, probe.parameters(), setup.schedule.iterations)
+    optimizer_and_schedule(
+        cfg.optimizer, cfg.schedule, probe.parameters(), setup.schedule.iterations
+    )
 
 
 def finish(
@@ -366,18 +271,19 @@ def finish(
 
 
 def train_single(run: PreparedRun, progress: bool = False) -> engine.Outcome:
-    """Train a prepared run with the single-run engine."""
-    return engine.train(
-        run.model,
-        run.optimizer,
-        run.scheduler,
-        run.setup.problem,
-        run.setup.data,
-        run.setup.eval_train_idx,
-        run.setup.schedule,
-        order_generator=run.order_generator(),
+    """Train a prepared run by itself: the engine's loop over its one member."""
+    setup = run.setup
+    members = engine.Alone(run.model, run.optimizer, run.scheduler, setup.problem, setup.data)
+    (outcome,) = engine.train(
+        members,
+        setup.problem.held_out(setup.data),
+        setup.eval_train_idx,
+        setup.schedule,
+        run.order_generator(),
+        setup.problem.size(setup.data),
         progress=progress,
     )
+    return outcome
 
 
 def execute(

@@ -36,7 +36,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep
 
 from harness.errors import ConfigError
-from harness.results import EXECUTION_KEYS
+from harness.identity import executes, override_key
 
 METHODS = ("random", "grid")
 # A tuning study's protocol in its sweep folder (written by the tuning sweeper, read by the report).
@@ -207,15 +207,6 @@ def trials(
     return found
 
 
-def _key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")
-
-
-def _executes(key: str) -> bool:
-    """Whether `key` says where or how fast a run executes (an execution key or inside one)."""
-    return key in EXECUTION_KEYS or key.split(".")[0] in EXECUTION_KEYS
-
-
 def tuning_jobs(
     combinations: Sequence[Sequence[str]], tune: Mapping[str, Any], default_optimizer: str
 ) -> list[list[str]]:
@@ -225,19 +216,19 @@ def tuning_jobs(
     does not name one."""
     groups: dict[tuple[str, ...], list[str]] = {}
     for combination in combinations:
-        rest = tuple(o for o in combination if _key(o) != "seed")
-        seeds = [o for o in combination if _key(o) == "seed"]
+        rest = tuple(o for o in combination if override_key(o) != "seed")
+        seeds = [o for o in combination if override_key(o) == "seed"]
         groups.setdefault(rest, []).extend(s for s in seeds if s not in groups.get(rest, []))
     jobs = []
     for rest, seeds in groups.items():
         optimizer = next(
-            (o.split("=", 1)[1] for o in rest if _key(o) == "optimizer"), default_optimizer
+            (o.split("=", 1)[1] for o in rest if override_key(o) == "optimizer"), default_optimizer
         )
         space = search_space(tune, optimizer)
         tuned = {d.key for d in space}
-        fixed = [o for o in rest if _key(o) not in tuned]  # the space overrides an axis
+        fixed = [o for o in rest if override_key(o) not in tuned]  # the space overrides an axis
         # Where or how fast a run executes (threads, device, ...) does not change its draws.
-        stream = [o for o in fixed if not _executes(_key(o))]
+        stream = [o for o in fixed if not executes(override_key(o))]
         for trial in trials(space, tune["method"], tune["budget"], tune["seed"], stream):
             jobs += [[*fixed, *trial, *([s] if s else [])] for s in (seeds or [None])]
     return jobs

@@ -28,8 +28,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness import analysis
 from harness.errors import ConfigError
+from harness.identity import flat_config, identity_config, identity_hash
 from harness.markdown import markdown_table
-from harness.results import RUNS_TABLE, flat_config, identity_config, identity_hash, load_runs
+from harness.results import RUNS_TABLE, load_runs
 
 RESOLVER = "tuned"
 SELECTION_FILE = "selection.md"

@@ -22,7 +22,6 @@ import dataclasses
 import functools
 import json
 import logging
-import time
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -30,17 +29,11 @@ from typing import Any
 import torch
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
-from tqdm.auto import tqdm
 
+from harness import engine
 from harness import run as run_module
-from harness.engine import (
-    Outcome,
-    Recorder,
-    batch_indices,
-    divergence_limit,
-    diverging,
-    logged_hyperparameters,
-)
+from harness.building import build
+from harness.engine import Outcome, logged_hyperparameters
 from harness.errors import HarnessError
 from harness.job import Job
 from harness.models import INIT_KEYS, MLP, MLP_TARGET, resolve_activations
@@ -92,7 +85,7 @@ def _optimizer_needs(target: str) -> Needs | None:
 
 @functools.lru_cache(maxsize=256)
 def _probe(optimizer_yaml: str, dtype: str) -> str | None:
-    return stacking_refusal(run_module.build(OmegaConf.create(optimizer_yaml)), DTYPES[dtype])
+    return stacking_refusal(build(OmegaConf.create(optimizer_yaml)), DTYPES[dtype])
 
 
 @functools.lru_cache(maxsize=64)
@@ -107,7 +100,7 @@ def _module_probe(problem: Problem, model_yaml: str, dtype: str, data_json: str)
         ]
     except HarnessError as exc:  # the single-run engine reports it, as for any run
         return f"it cannot be built ({exc})"
-    return module_refusal(models, data.x_train[:2], data.y_train[:2])
+    return module_refusal(problem, models, data, torch.arange(2))
 
 
 def group_key(job: Job) -> tuple | None:
@@ -162,6 +155,54 @@ def stack_of(models: Sequence[torch.nn.Module]) -> StackedMLP | StackedModule:
     return StackedMLP(models) if isinstance(models[0], MLP) else StackedModule(models)
 
 
+class Stack:
+    """K models of one architecture trained as one stacked model (the engine's `Members`): one
+    pass of the stacked model over each shared mini-batch (the problem's `stacked_loss`), then
+    every optimizer's update (`StackedOptimizers`) and schedule step. Models that share an
+    update rule should be neighbours (`train_stack` orders them so)."""
+
+    def __init__(
+        self,
+        models: Sequence[torch.nn.Module],
+        optimizers: Sequence[torch.optim.Optimizer],
+        schedulers: Sequence[Any],
+        problem: Problem,
+        data: Any,
+        stack_class: type[StackedMLP] | type[StackedModule] | None = None,
+    ) -> None:
+        self.models, self.optimizers = list(models), list(optimizers)
+        self.schedulers, self.problem, self.data = list(schedulers), problem, data
+        self.stack = (stack_class or stack_of)(self.models)
+        self.stepper = StackedOptimizers(self.stack, self.optimizers)
+
+    def __len__(self) -> int:
+        return len(self.models)
+
+    def step(self, rows: torch.Tensor) -> torch.Tensor:
+        losses = self.problem.stacked_loss(self.stack, self.data, rows)
+        self.stepper.step()
+        with warnings.catch_warnings():
+            # optimizers updated by a stacked rule never call their own step()
+            warnings.filterwarnings("ignore", "Detected call of")
+            for scheduler in self.schedulers:
+                scheduler.step()
+        return losses
+
+    def evaluate(self, split: str, rows: torch.Tensor | None) -> list[dict[str, float]]:
+        return self.problem.stacked_evaluate(self.stack, self.data, split, rows)
+
+    def hyperparameters(self) -> list[dict[str, float]]:
+        return [logged_hyperparameters(o) for o in self.optimizers]
+
+    def keep(self, kept: Sequence[int]) -> None:
+        """Rebuild the stack without the others (their models keep their last weights)."""
+        self.models = [self.models[j] for j in kept]
+        self.optimizers = [self.optimizers[j] for j in kept]
+        self.schedulers = [self.schedulers[j] for j in kept]
+        self.stack.restack(self.models)
+        self.stepper.keep(kept)
+
+
 def train_stack(
     runs: Sequence[run_module.PreparedRun],
     progress: bool = False,
@@ -171,82 +212,29 @@ def train_stack(
     engine.train would return it for that run alone. `stack_class` (benchmarks, tests) forces
     a stacked model class instead of `stack_of`'s choice."""
     setup = runs[0].setup
-    data, schedule = setup.data, setup.schedule
-    x, y = data.x_train, data.y_train
-    x_eval, y_eval = x[setup.eval_train_idx], y[setup.eval_train_idx]
-    n, bs, log_every = len(y), schedule.batch_size, schedule.log_every
-    steps_per_epoch = n // bs
-    recorders = [Recorder(steps_per_epoch) for _ in runs]
-    status: list[str] = ["completed"] * len(runs)
-    diverged_at: list[int | None] = [None] * len(runs)
-    # runs still training, in stack order: models that share an update rule are neighbours
-    active = sorted(range(len(runs)), key=lambda i: repr(rule_key(runs[i].optimizer)))
-    stack = (stack_class or stack_of)([runs[i].model for i in active])
-    optimizers = StackedOptimizers(stack, [runs[i].optimizer for i in active])
-    losses = torch.zeros(len(runs), log_every, device=x.device, dtype=x.dtype)
-    train_time = 0.0
-    bar = tqdm(total=schedule.iterations, disable=not progress, mininterval=1.0, unit="it")
-
-    held_out = setup.problem.held_out(data)
-
-    def run_evaluation(iteration: int) -> list[float]:
-        splits = {"train": stack.evaluate(x_eval, y_eval)}
-        splits |= {split: stack.evaluate(*data.split(split)) for split in held_out}
-        for j, i in enumerate(active):
-            metrics = {}
-            for split, (loss, accuracy) in splits.items():
-                metrics |= {f"{split}_loss": loss[j], f"{split}_accuracy": accuracy[j]}
-            recorders[i].add(iteration, train_time, **metrics)
-        return splits["train"][0]
-
-    def drop(failed: list[int], iteration: int) -> None:
-        nonlocal active, losses
-        if not failed:
-            return
-        for j in failed:
-            status[active[j]], diverged_at[active[j]] = "diverged", iteration
-        kept = [j for j in range(len(active)) if j not in failed]
-        active = [active[j] for j in kept]
-        if active:
-            stack.restack([runs[i].model for i in active])
-            optimizers.keep(kept)
-            losses = torch.zeros(len(active), log_every, device=x.device, dtype=x.dtype)
-
-    initial = run_evaluation(0)
-    limits = [
-        divergence_limit(r.setup.schedule.divergence_factor, v)
-        for r, v in zip(runs, initial, strict=True)
-    ]
-    batches = batch_indices(n, bs, schedule.iterations, runs[0].order_generator(), x.device)
-    tic = time.perf_counter()
-    for it, idx in batches:
-        losses[:, (it - 1) % log_every] = stack.train_step(x[idx], y[idx])
-        optimizers.step()
-        with warnings.catch_warnings():
-            # optimizers updated by a stacked rule never call their own step()
-            warnings.filterwarnings("ignore", "Detected call of")
-            for i in active:
-                runs[i].scheduler.step()
-
-        if it % log_every == 0 or it == schedule.iterations:
-            k = (it - 1) % log_every + 1
-            batch_loss = losses[:, :k].mean(dim=1).tolist()  # synchronises: time is exact
-            train_time += time.perf_counter() - tic
-            for j, i in enumerate(active):
-                hyperparameters = logged_hyperparameters(runs[i].optimizer)
-                recorders[i].add(it, train_time, batch_loss=batch_loss[j], **hyperparameters)
-            bar.update(it - bar.n)
-            drop([j for j, i in enumerate(active) if diverging(batch_loss[j], limits[i])], it)
-            if active and (it % schedule.eval_every == 0 or it == schedule.iterations):
-                train_loss = run_evaluation(it)
-                drop([j for j, i in enumerate(active) if diverging(train_loss[j], limits[i])], it)
-            if not active:
-                break
-            tic = time.perf_counter()
-    bar.close()
-    return [
-        Outcome(s, r, d, train_time) for s, r, d in zip(status, recorders, diverged_at, strict=True)
-    ]
+    # stack order: models that share an update rule are neighbours (one fused update)
+    order = sorted(range(len(runs)), key=lambda i: repr(rule_key(runs[i].optimizer)))
+    stacked = [runs[i] for i in order]
+    members = Stack(
+        [r.model for r in stacked],
+        [r.optimizer for r in stacked],
+        [r.scheduler for r in stacked],
+        setup.problem,
+        setup.data,
+        stack_class,
+    )
+    outcomes = engine.train(
+        members,
+        setup.problem.held_out(setup.data),
+        setup.eval_train_idx,
+        setup.schedule,
+        runs[0].order_generator(),
+        setup.problem.size(setup.data),
+        divergence_factors=[r.setup.schedule.divergence_factor for r in stacked],
+        progress=progress,
+    )
+    by_run = dict(zip(order, outcomes, strict=True))
+    return [by_run[i] for i in range(len(runs))]
 
 
 def execute_group(jobs: Sequence[Job], threads: int | None = None) -> list[dict[str, Any]]:

@@ -5,7 +5,8 @@ batched products (``baddbmm``); activations are kept transposed, ``[K, features,
 every product reads and writes contiguous memory. Forward and backward are written out (no
 autograd): gradients land directly in stacked gradient tensors, using the same ATen backward
 kernels autograd would call. Each model keeps its own ``nn.Module``: its parameters' ``.data``
-and ``.grad`` are views into the stacked tensors.
+and ``.grad`` are views into the stacked tensors. The loss and its gradient w.r.t. the logits are
+the problem's (`Problem.stacked_loss`).
 """
 
 from __future__ import annotations
@@ -13,9 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import torch
-from torch.nn import functional as F
 
-from harness.engine import EVAL_CHUNK
 from harness.models import ACTIVATIONS, MLP
 
 _aten = torch.ops.aten
@@ -43,6 +42,8 @@ class StackedMLP:
     gradients); model k's ``layers[l].weight`` is the view ``[k]`` of it, for data and gradient.
     Activations are transposed, ``[K, features, batch]``; logits are ``[K, classes, batch]``.
     """
+
+    class_dim = 1  # logits are [K, classes, batch]
 
     def __init__(self, models: Sequence[MLP]) -> None:
         self.activations = list(models[0].activations)
@@ -121,39 +122,3 @@ class StackedMLP:
         g0 = self.weight_grads[0]
         torch.mm(grad.reshape(-1, grad.shape[-1]), self._x, out=g0.view(-1, g0.shape[-1]))
         torch.sum(grad, dim=2, out=self.bias_grads[0])
-
-    @torch.no_grad()
-    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Forward and backward on one shared mini-batch; returns the K mean cross-entropies."""
-        logits = self.forward(x, keep=True)
-        log_p = torch.log_softmax(logits, dim=1)
-        k, classes, batch = log_p.shape
-        target = y.view(1, 1, batch).expand(k, 1, batch)
-        loss = log_p.gather(1, target).mean(dim=2).neg_().view(k)
-        # d(mean NLL)/d(logits) = (softmax - onehot) / batch, as nll_loss_backward and
-        # _log_softmax_backward_data compute it.
-        onehot = torch.zeros(1, classes, batch, device=y.device, dtype=log_p.dtype)
-        onehot.scatter_(1, y.view(1, 1, batch), -(1.0 / batch))
-        grad = torch.exp(log_p).mul_(1.0 / batch).add_(onehot)
-        self.backward(grad)
-        return loss
-
-    def evaluate(self, x: torch.Tensor, y: torch.Tensor) -> tuple[list[float], list[float]]:
-        """Mean cross-entropy and accuracy of each of the K models on (x, y)."""
-        return evaluate_stack(self.forward, len(self.models), x, y)
-
-
-@torch.no_grad()
-def evaluate_stack(
-    logits_of: Callable[[torch.Tensor], torch.Tensor], k: int, x: torch.Tensor, y: torch.Tensor
-) -> tuple[list[float], list[float]]:
-    """Mean cross-entropy and accuracy of each of the K models of a stack on (x, y), in chunks;
-    `logits_of` maps examples to the K models' logits, [K, classes, examples]."""
-    loss_sum = torch.zeros(k, device=x.device, dtype=torch.float64)
-    correct = torch.zeros(k, device=x.device, dtype=torch.int64)
-    for start in range(0, len(y), EVAL_CHUNK):
-        logits = logits_of(x[start : start + EVAL_CHUNK])
-        target = y[start : start + EVAL_CHUNK].expand(k, -1)
-        loss_sum += F.cross_entropy(logits, target, reduction="none").sum(1).double()
-        correct += (logits.argmax(1) == target).sum(1)
-    return (loss_sum / len(y)).tolist(), (correct.double() / len(y)).tolist()

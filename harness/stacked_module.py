@@ -17,24 +17,29 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
-from harness.stacked_model import evaluate_stack
+if TYPE_CHECKING:
+    from harness.problems import Problem
 
 
 class StackedModule:
     """K models of one architecture as stacked parameter tensors, bound to the models' own
-    parameters (`tensors`, `views`: the interface `StackedOptimizers` steps). Logits are
-    ``[K, batch, classes]``; the loss is the mean cross-entropy, as the classification problem's."""
+    parameters (`tensors`, `views`: the interface `StackedOptimizers` steps); `forward` and
+    `backward` as `StackedMLP`'s (outputs in the layout `class_dim` says), so that the
+    problem's `stacked_loss` serves both."""
+
+    class_dim = 2  # outputs are [K, batch, classes]
 
     def __init__(self, models: Sequence[nn.Module]) -> None:
         self.models: list[nn.Module] = []
         self.names: list[str] = []
         self.params: list[torch.Tensor] = []
         self.grads: list[torch.Tensor] = []
+        self._saved: tuple[list[torch.Tensor], torch.Tensor] | None = None
         self.restack(models)
 
     def __len__(self) -> int:
@@ -48,6 +53,7 @@ class StackedModule:
         self.names = [name for name, _ in self.models[0].named_parameters()]
         self.params = [torch.stack([m.get_parameter(n) for m in self.models]) for n in self.names]
         self.grads = [torch.zeros_like(p) for p in self.params]
+        self._saved = None
         for k, model in enumerate(self.models):
             for name, stacked, grad in zip(self.names, self.params, self.grads, strict=True):
                 parameter = model.get_parameter(name)
@@ -71,33 +77,38 @@ class StackedModule:
             for name, stacked, grad in zip(self.names, self.params, self.grads, strict=True)
         ]
 
-    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Forward and backward on one shared mini-batch; returns the K mean cross-entropies."""
-        params = [p.detach().requires_grad_() for p in self.params]
-        logits = self._forward(params, x)
-        k, batch, classes = logits.shape
-        losses = F.cross_entropy(
-            logits.reshape(k * batch, classes), y.repeat(k), reduction="none"
-        ).view(k, batch)
-        loss = losses.mean(dim=1)
-        grads = torch.autograd.grad(loss.sum(), params)
+    def forward(self, x: torch.Tensor, keep: bool = False) -> torch.Tensor:
+        """Outputs of the K models for the shared input `x`, ``[K, batch, classes]`` (the
+        models' own layout, `class_dim` 2); `keep` records the graph `backward` needs."""
+        if not keep:
+            with torch.no_grad():
+                return self._forward(self.params, x)
+        with torch.enable_grad():
+            params = [p.detach().requires_grad_() for p in self.params]
+            outputs = self._forward(params, x)
+        self._saved = (params, outputs)
+        return outputs.detach()
+
+    def backward(self, grad: torch.Tensor) -> None:
+        """Write the gradients of the K models' losses into the stacked gradient tensors, given
+        `grad`, the gradient w.r.t. the outputs of the last `forward(..., keep=True)`: one
+        backward pass through the vmapped forward (the models share no parameter)."""
+        assert self._saved is not None, "backward() needs a forward(keep=True) first"
+        params, outputs = self._saved
+        grads = torch.autograd.grad(outputs, params, grad_outputs=grad)
         with torch.no_grad():
-            for stacked, grad in zip(self.grads, grads, strict=True):
-                stacked.copy_(grad)
-        return loss.detach()
-
-    def evaluate(self, x: torch.Tensor, y: torch.Tensor) -> tuple[list[float], list[float]]:
-        """Mean cross-entropy and accuracy of each of the K models on (x, y)."""
-        return evaluate_stack(
-            lambda chunk: self._forward(self.params, chunk).transpose(1, 2), len(self.models), x, y
-        )
+            for stacked, computed in zip(self.grads, grads, strict=True):
+                stacked.copy_(computed)
+        self._saved = None
 
 
-def stacking_refusal(models: Sequence[nn.Module], x: torch.Tensor, y: torch.Tensor) -> str | None:
+def stacking_refusal(
+    problem: Problem, models: Sequence[nn.Module], data: Any, rows: torch.Tensor
+) -> str | None:
     """Why models of this architecture cannot train as a `StackedModule` (None: they can),
-    found on two copies `models` and a few examples (x, y): no parameters, buffers, a forward
-    pass torch.func cannot batch, or a stacked loss or gradient that differs from the models'
-    own. The models are not changed."""
+    found on two copies `models` and a few training examples `rows` of `problem`'s `data`: no
+    parameters, buffers, a forward pass torch.func cannot batch, or a stacked loss or gradient
+    that differs from the models' own. The models are not changed."""
     if not any(True for _ in models[0].parameters()):
         return "it has no parameters to train"
     if any(True for _ in models[0].buffers()):
@@ -105,10 +116,10 @@ def stacking_refusal(models: Sequence[nn.Module], x: torch.Tensor, y: torch.Tens
     try:
         alone = []
         for model in models:
-            loss = F.cross_entropy(model(x), y)
+            loss = problem.loss(model, data, rows)
             alone.append((loss.detach(), torch.autograd.grad(loss, list(model.parameters()))))
         stack = StackedModule([copy.deepcopy(m) for m in models])
-        losses = stack.train_step(x, y)
+        losses = problem.stacked_loss(stack, data, rows)
     except Exception as exc:  # any failure: this model cannot be trusted in a stack
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return f"its forward and backward fail on a stacked probe ({first})"

@@ -27,13 +27,13 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from harness.errors import ConfigError, HarnessError, exit_with_error
+from harness.identity import config_hash, executes, override_key
 from harness.results import (
-    EXECUTION_KEYS,
     RUN_FILE,
     RUNS_TABLE,
+    RunRecord,
     atomic_write_bytes,
     collect,
-    config_hash,
     read_run,
 )
 
@@ -45,13 +45,6 @@ SWEEP_FILE = "sweep.json"
 INDEX_FILE = "finished.json"
 # What an invocation writes into the sweep folder before its jobs run (Hydra: multirun.yaml).
 BOOKKEEPING_FILES = (SWEEP_FILE, INDEX_FILE, "multirun.yaml")
-# Overrides that change where or how a sweep runs, not which runs it holds.
-_NOT_IDENTITY = (*EXECUTION_KEYS, "sweep.append")  # "sweep" itself is an execution key
-
-
-def _key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")
-
 
 TUNING_SWEEPER = "hydra_plugins.harness_sweeper.tuning_sweeper.TuningSweeper"
 
@@ -117,9 +110,9 @@ def planned_runs(config: DictConfig) -> int:
 def sweep_identity(config: DictConfig) -> dict[str, Any]:
     """What a sweep is: its axes and fixed overrides, without execution-only settings."""
     params = config.hydra.sweeper.get("params") or {}
-    task = [o for o in config.hydra.overrides.task if _key(o) not in _NOT_IDENTITY]
+    task = [o for o in config.hydra.overrides.task if not executes(override_key(o))]
     return {
-        "axes": {k: str(v) for k, v in sorted(params.items()) if k not in _NOT_IDENTITY},
+        "axes": {k: str(v) for k, v in sorted(params.items()) if not executes(k)},
         "overrides": sorted(task),
     }
 
@@ -183,6 +176,17 @@ def already_finished(config: dict[str, Any], sweep_dir: Path, run_dir: Path) -> 
             "(use another hydra.sweep.dir)"
         )
     return None
+
+
+def resumed(config: dict[str, Any], sweep_dir: Path, run_dir: Path) -> RunRecord | None:
+    """The resume step of every job of a sweep, whichever launcher runs it: the record of the run
+    of this (resolved) config if it already finished in `sweep_dir` (logged as skipped: it is
+    not trained again), else None."""
+    done = already_finished(config, sweep_dir, run_dir)
+    if done is None:
+        return None
+    log.info("skipped: this config already finished in %s", done)
+    return read_run(sweep_dir / done)
 
 
 def format_seconds(seconds: float) -> str:
@@ -282,16 +286,36 @@ def discard_invocation() -> None:
             atomic_write_bytes(path, data)
 
 
+class Progress:
+    """Where a sweep of `total` runs stands, logged as `run i of N done, elapsed ..., ~... left`
+    (extrapolated from the runs done since `started`, a time.time()): the stacked launcher
+    reports its tasks as they finish, a job of any other launcher where its sweep is when it
+    starts (`log_progress`)."""
+
+    def __init__(self, total: int, started: float | None = None) -> None:
+        self.total, self.finished = total, 0
+        self.started = time.time() if started is None else started
+
+    def done(self, runs: int) -> None:
+        self.finished += runs
+        elapsed = time.time() - self.started
+        left = format_seconds(elapsed / self.finished * (self.total - self.finished))
+        log.info(
+            "run %d of %d done, elapsed %s, ~%s left",
+            self.finished,
+            self.total,
+            format_seconds(elapsed),
+            left,
+        )
+
+
 def log_progress(hydra_cfg: DictConfig) -> None:
-    """Log `run i of N, elapsed ..., ~... left` for a job of a sweep run one job at a time
-    (joblib, submitit, SLURM: the stacked launcher reports its own progress)."""
+    """For a job of a sweep run one job at a time (joblib, submitit, SLURM: the stacked launcher
+    reports its own progress), the sweep's `Progress` up to the jobs before it."""
     marker = Path(hydra_cfg.sweep.dir) / SWEEP_FILE
     if not marker.exists():  # e.g. a launcher that does not share the folder
         return
     invocation = json.loads(marker.read_text())["invocations"][-1]
-    index, total = hydra_cfg.job.num + 1, invocation["jobs"]
-    elapsed = time.time() - invocation["started_at"]
-    left = ""
-    if index > 1:  # extrapolated from the runs started so far
-        left = f", ~{format_seconds(elapsed / (index - 1) * (total - index + 1))} left"
-    log.info("run %d of %d, elapsed %s%s", index, total, format_seconds(elapsed), left)
+    before = hydra_cfg.job.num  # jobs launched before this one
+    if before > 0:
+        Progress(invocation["jobs"], invocation["started_at"]).done(before)

@@ -64,8 +64,8 @@ def tuning_curves(
     for _, trials in ranked.groupby("group", sort=False):
         trials = trials.sort_values("rank")
         n = len(trials)
-        val = _worst(trials[f"{by}_mean"], analysis.higher_is_better(by)).to_numpy()
-        tst = _worst(trials[f"{test}_mean"], analysis.higher_is_better(test)).to_numpy()
+        val = _worst(trials[f"{by}_mean"], analysis.higher_is_better(summary, by)).to_numpy()
+        tst = _worst(trials[f"{test}_mean"], analysis.higher_is_better(summary, test)).to_numpy()
         first = trials.iloc[0]
         for k in range(1, n + 1):
             p = pick_probabilities(n, k)

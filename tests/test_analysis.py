@@ -11,7 +11,8 @@ from scipy import stats
 from smoke_sweep import BATCH_64_LR, LEARNING_RATES, TARGET
 
 from harness import analysis
-from harness.results import identity_hash, load_curves, load_runs, with_config_columns
+from harness.identity import identity_hash
+from harness.results import load_curves, load_runs, with_config_columns
 
 # Config keys of the tables made by hand below, by the short column they come from.
 FAKE_KEYS = {
@@ -25,13 +26,16 @@ FAKE_KEYS = {
 
 def identified(frame: pd.DataFrame) -> pd.DataFrame:
     """A table made by hand with what `load_runs` adds: each row's identity (`config`,
-    `config_id`) from its short columns, and a column per config key that varies."""
+    `config_id`) from its short columns, a column per config key that varies, and the
+    direction of its quality metric (accuracy: higher is better) unless it has one."""
     keys = {c: k for c, k in FAKE_KEYS.items() if c in frame}
     identities = [{k: row[c] for c, k in keys.items()} for _, row in frame.iterrows()]
     frame = frame.assign(
         config=[json.dumps(i, sort_keys=True, default=str) for i in identities],
         config_id=[identity_hash(i) for i in identities],
     )
+    if "higher_is_better" not in frame:
+        frame = frame.assign(higher_is_better=True)
     return with_config_columns(frame)
 
 

@@ -11,8 +11,8 @@ from hydra.utils import get_class
 from omegaconf import OmegaConf
 
 from conftest import CONF_DIR, REPO, compose_config
+from harness.building import build
 from harness.catalogue import NOT_HYPERPARAMETERS, catalogue
-from harness.run import build
 
 CURATED = sorted(p.stem for p in (CONF_DIR / "optimizer").glob("*.yaml"))
 # Names the catalogue must hold: the optimizers a user asks about (issue 18), by package.

@@ -7,10 +7,10 @@ import torch
 from hydra.utils import instantiate
 
 from conftest import CONF_DIR, compose_config, hydra_context
+from harness.building import build, build_optimizer
 from harness.errors import ConfigError
 from harness.job import Job
 from harness.models import lenet_multiply_adds
-from harness.run import build, build_optimizer
 from harness.validate import validate_run
 
 

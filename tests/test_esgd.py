@@ -94,14 +94,11 @@ def test_backoff_restores_weights_optimizer_state_and_schedule_exactly(wide_prob
     problem = wide_problem
     population = problem.initial(torch.Generator().manual_seed(0))[:2]
     plans = [Plan(pair[0], pair[1], "cosine"), Plan(pair[2], pair[3], "cosine")]
-    split = problem.split
     fixed = [(i, torch.arange(i * 50, (i + 1) * 50)) for i in range(3)]
-    trainer = Trainer(
-        [p.model for p in population], plans, problem.pool, 12, split, itertools.cycle(fixed)
-    )
+    trainer = Trainer(problem, [p.model for p in population], plans, 12, itertools.cycle(fixed))
     trainer.train(3)  # optimizer state and schedule are under way
     snapshot = trainer.snapshot()
-    state_before = copy.deepcopy(trainer.optimizers[0].state_dict())
+    state_before = copy.deepcopy(trainer.members.optimizers[0].state_dict())
     weights_before = [p.detach().clone() for p in population[0].model.parameters()]
     trainer.train(3)
     after = [p.detach().clone() for p in population[0].model.parameters()]
@@ -113,7 +110,7 @@ def test_backoff_restores_weights_optimizer_state_and_schedule_exactly(wide_prob
         assert torch.equal(p, w)
     for p, w in zip(population[1].model.parameters(), other, strict=True):
         assert torch.equal(p, w)  # the others are left alone
-    state = trainer.optimizers[0].state_dict()
+    state = trainer.members.optimizers[0].state_dict()
     assert state["param_groups"] == state_before["param_groups"]
     for key, values in state_before["state"].items():
         for name, value in values.items():
@@ -252,7 +249,7 @@ def test_alignment_undoes_a_permutation_of_hidden_units_and_keeps_the_function(m
     with torch.no_grad():
         for p, t in zip(other.parameters(), shuffled, strict=True):
             p.copy_(t)
-    x = problem.split.x_fit[:50]
+    x = problem.data.x_val[:50]
     torch.testing.assert_close(other(x), model(x), rtol=1e-5, atol=1e-6)  # the same function
     child = operators.recombine([reference, aligned], 0.0, g)
     assert all(torch.equal(c, r) for c, r in zip(child, reference, strict=True))
@@ -284,7 +281,7 @@ def test_warm_steps_are_counted_in_the_compute(mnist_dir, monkeypatch):
     train = Trainer.train
 
     def counting(self, n):
-        steps.append((len(self.optimizers), n))
+        steps.append((len(self.members), n))
         train(self, n)
 
     monkeypatch.setattr(Trainer, "train", counting)
@@ -366,26 +363,26 @@ def test_committed_studies_are_recognised_under_todays_defaults(mnist_dir):
 
 
 def test_fitness_split_is_held_out_of_the_training_data(problem):
-    s = problem.split
-    assert len(s.y_fit) == 200 and len(s.y_train) == 1000  # data.val_size, data.train_size
+    s = problem.data
+    assert len(s.y_val) == 200 and len(s.y_train) == 1000  # data.val_size, data.train_size
     train_rows = {tuple(r) for r in s.x_train[:, ::7].tolist()}
-    assert not any(tuple(r) in train_rows for r in s.x_fit[:, ::7].tolist())
+    assert not any(tuple(r) in train_rows for r in s.x_val[:, ::7].tolist())
     # the data's validation split, as every other study holds it out
     data = load_mnist(MNIST_DIR, train_size=1000, test_size=200, val_size=200)
-    assert torch.equal(s.x_fit, data.x_val) and torch.equal(s.y_fit, data.y_val)
+    assert torch.equal(s.x_val, data.x_val) and torch.equal(s.y_val, data.y_val)
     assert torch.equal(s.x_train, data.x_train) and torch.equal(s.x_test, data.x_test)
 
 
 def test_fitness_and_selection_ignore_the_test_set(problem):
     rows = pd.DataFrame(methods.esgd(problem, seed=1))
     g = torch.Generator().manual_seed(0)
-    split = problem.split
+    data = problem.data
     garbage = dataclasses.replace(
-        split,
-        x_test=torch.randn(split.x_test.shape, generator=g),
-        y_test=torch.randint(0, 10, split.y_test.shape, generator=g),
+        data,
+        x_test=torch.randn(data.x_test.shape, generator=g),
+        y_test=torch.randint(0, 10, data.y_test.shape, generator=g),
     )
-    other = pd.DataFrame(methods.esgd(dataclasses.replace(problem, split=garbage), seed=1))
+    other = pd.DataFrame(methods.esgd(dataclasses.replace(problem, data=garbage), seed=1))
     same = ["generation", "uid", "optimizer", "lr", "fitness", "selected", "backoffs"]
     pd.testing.assert_frame_equal(rows[same], other[same])
     assert not rows["test_error"].equals(other["test_error"])

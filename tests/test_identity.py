@@ -146,3 +146,62 @@ def test_runs_of_several_sweeps_keep_every_key_that_differs(activations_by_decay
     assert sorted(stored["config_id"]) == sorted(fresh["config_id"])
     identity = json.loads(stored["config"].iloc[0])
     assert "seed" not in identity and "data.root" not in identity and "device" not in identity
+
+
+# --- one identity module: the folder name, the hash and the tables follow one rule -----------
+
+
+def test_run_folders_leave_out_exactly_the_keys_that_do_not_compute(tmp_path):
+    """Hydra's exclude_keys is derived from harness.identity: overrides of execution keys, the
+    tuning protocol and the preset's name are not in a run's folder name, every other one is,
+    and `computes` agrees with the hash on each of them."""
+    from conftest import compose_config
+    from harness.identity import computes, config_hash
+    from omegaconf import OmegaConf
+
+    executing = ["device=cpu", "threads=1", "train.progress=false", "train.engine=single"]
+    protocol = ["+tune.budget=3"]
+    computing = ["model=net1", "optimizer.lr=0.05", "train.batch_size=64", "seed=3"]
+    cfg = compose_config([*executing, *protocol, *computing], return_hydra_config=True)
+    folder = cfg.hydra.job.override_dirname
+    assert folder == ",".join(sorted(computing))
+    assert list(cfg.hydra.job.config.override_dirname.exclude_keys) == [
+        "experiment",
+        "device",
+        "threads",
+        "train.progress",
+        "train.engine",
+        "tune.budget",
+    ]
+
+    def hash_with(*overrides):
+        return config_hash(OmegaConf.to_container(compose_config(list(overrides)), resolve=True))
+
+    base = hash_with()
+    for override in [*executing, *computing, "data.root=/elsewhere"]:
+        key = override.split("=")[0]
+        assert computes(key) == (hash_with(override) != base), override
+
+
+def test_the_metric_direction_is_read_from_the_runs_table(tmp_path):
+    """The runs table stores whether the quality metric is better higher; analysis reads it
+    (an RMSE is better lower, although its name says nothing), and a table written before it
+    stored the column gets it from the problem its runs' identity names."""
+    from harness.analysis.metrics import higher_is_better
+
+    frame = pd.DataFrame(
+        {
+            "quality": ["rmse"] * 2,
+            "config": [json.dumps({"problem._target_": "harness.recsys.problem.Ratings"})] * 2,
+        }
+    )
+    with pytest.raises(ValueError, match="higher_is_better"):
+        higher_is_better(frame, "final_val_rmse")
+    assert not higher_is_better(frame.assign(higher_is_better=False), "final_val_rmse_mean")
+    assert higher_is_better(frame.assign(higher_is_better=True), "val_rmse")
+    assert not higher_is_better(frame.assign(higher_is_better=True), "final_train_loss")
+
+    from harness.results import _recorded_direction
+
+    assert _recorded_direction(frame["config"][0]) is False
+    assert _recorded_direction(json.dumps({"model.hidden": "[100]"})) is True

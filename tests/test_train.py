@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from conftest import SMALL_RUN, compose_config, run_cli
-from harness.results import config_hash, load_curves, load_runs
+from harness.identity import config_hash
+from harness.results import load_curves, load_runs
 from harness.run import execute
 
 CHOICES = {"model": "net2", "optimizer": "adam", "schedule": "constant", "data": "mnist"}

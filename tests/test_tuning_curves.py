@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from harness import analysis, report, tuning_curves
-from harness.results import identity_hash, load_runs, with_config_columns
+from harness.identity import identity_hash
+from harness.results import load_runs, with_config_columns
 
 
 def trials_table(val, test, loss, diverged=()) -> pd.DataFrame:
@@ -29,6 +30,7 @@ def trials_table(val, test, loss, diverged=()) -> pd.DataFrame:
                 "seed": 0,
                 "status": "diverged" if i in diverged else "completed",
                 "quality": "accuracy",
+                "higher_is_better": True,
                 "final_val_accuracy": v,
                 "final_test_accuracy": t,
                 "best_test_accuracy": t,
@@ -157,6 +159,8 @@ def seeded_trials(
                         if i == diverged_trial and seed == seeds - 1
                         else "completed",
                         "quality": "accuracy",
+                        "higher_is_better": True,
+                "higher_is_better": True,
                         "final_val_accuracy": val[seed],
                         "final_test_accuracy": test[seed],
                         "best_test_accuracy": test[seed],

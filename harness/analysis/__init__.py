@@ -54,8 +54,8 @@ from harness.analysis.labels import (
     with_net,
 )
 from harness.analysis.metrics import (
-    HIGHER_IS_BETTER,
     SUMMARY_METRICS,
+    direction,
     final_quality,
     has_validation,
     higher_is_better,
@@ -95,7 +95,7 @@ __all__ = [
     "CHOICE_COLUMNS",
     "COURSE_BATCH_SIZE",
     "HIDDEN_KEY",
-    "HIGHER_IS_BETTER",
+    "direction",
     "LABEL_COLUMNS",
     "LR_KEY",
     "MOMENTUM_KEY",

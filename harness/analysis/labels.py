@@ -8,7 +8,9 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from harness.results import ID_COLUMNS, config_keys
+from harness import identity
+from harness.identity import ID_COLUMNS
+from harness.results import config_keys
 
 # Short columns that name a config (kept beside the dotted config-key columns).
 LABEL_COLUMNS = [c for c in ID_COLUMNS if c != "seed"]
@@ -19,11 +21,9 @@ LABEL_COLUMNS = [c for c in ID_COLUMNS if c != "seed"]
 CHOICE_COLUMNS = ("model", "optimizer", "schedule")
 
 
+# The config keys of the short columns (harness.identity), by their short column.
 LR_KEY, MOMENTUM_KEY, BATCH_KEY, HIDDEN_KEY = (
-    "optimizer.lr",
-    "optimizer.momentum",
-    "train.batch_size",
-    "model.hidden",
+    identity.SHORT_COLUMNS[c] for c in ("lr", "momentum", "batch_size", "hidden")
 )
 
 
@@ -32,12 +32,7 @@ NET_KEYS = (HIDDEN_KEY,)
 
 
 # Short column of a config key, where there is one: also its name in labels.
-SHORT_COLUMNS = {
-    LR_KEY: "lr",
-    MOMENTUM_KEY: "momentum",
-    BATCH_KEY: "batch_size",
-    HIDDEN_KEY: "hidden",
-}
+SHORT_COLUMNS = {key: column for column, key in identity.SHORT_COLUMNS.items()}
 
 
 def _matches(key: str, names: Iterable[str]) -> bool:

@@ -3,24 +3,13 @@ have one: the test set only reports)."""
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 # Per-run metrics summarised over seeds by default, for a problem whose quality metric is
 # accuracy (the course's); `summary_metrics` gives them for any problem.
 SUMMARY_METRICS = ("final_test_accuracy", "final_train_loss", "best_test_accuracy")
-
-
-# Which way is better for a metric (True: higher); metrics not listed: lower is better.
-HIGHER_IS_BETTER = {
-    "final_test_accuracy": True,
-    "best_test_accuracy": True,
-    "test_accuracy": True,
-    "train_accuracy": True,
-}
-
-
-def higher_is_better(metric: str) -> bool:
-    return HIGHER_IS_BETTER.get(metric, "accuracy" in metric)
 
 
 def quality(frame: pd.DataFrame) -> str:
@@ -32,6 +21,26 @@ def quality(frame: pd.DataFrame) -> str:
     if len(names) > 1:
         raise ValueError(f"runs of problems with different quality metrics: {', '.join(names)}")
     return str(names[0])
+
+
+def direction(frame: pd.DataFrame) -> bool:
+    """Whether the quality metric of the runs in `frame` is better higher, as their problem
+    recorded it (the runs table's `higher_is_better` column, which summaries and curves carry)."""
+    if "higher_is_better" not in frame:
+        raise ValueError("a table without the runs' higher_is_better column (see load_runs)")
+    values = frame["higher_is_better"].dropna().unique()
+    if len(values) != 1:
+        raise ValueError(f"runs whose quality metrics point different ways: {list(values)}")
+    return bool(values[0])
+
+
+def higher_is_better(frame: pd.DataFrame, metric: str) -> bool:
+    """Whether a higher value of `metric` is better for the runs of `frame`: for their quality
+    metric (a column or curve metric that names it: val_accuracy, final_test_rmse_mean), the
+    direction their problem recorded (`direction`); for anything else (losses, times, steps)
+    lower is better."""
+    names_quality = re.search(rf"(^|_){re.escape(quality(frame))}(_|$)", metric) is not None
+    return direction(frame) if names_quality else False
 
 
 def final_quality(frame: pd.DataFrame) -> str:

@@ -16,6 +16,7 @@ from harness.analysis.labels import (
     with_net,
 )
 from harness.analysis.metrics import (
+    direction,
     higher_is_better,
     quality,
     selection_metric,
@@ -100,8 +101,9 @@ def summarize(
     table = _aggregate(runs, metrics, confidence)
     diverged = runs["status"].eq("diverged").groupby(runs["config_id"]).sum()
     table["n_diverged"] = table["config_id"].map(diverged).astype(int)
-    table["quality"] = quality(runs)
-    return table[[*_summary_columns(table, ["n_diverged"], _stat_cols(metrics)), "quality"]]
+    table["quality"], table["higher_is_better"] = quality(runs), direction(runs)
+    columns = _summary_columns(table, ["n_diverged"], _stat_cols(metrics))
+    return table[[*columns, "quality", "higher_is_better"]]
 
 
 def rank_configs(
@@ -115,7 +117,9 @@ def rank_configs(
     by = by or selection_metric(summary)
     ranked = summary.assign(
         _diverged=summary["n_diverged"] > 0,
-        _score=(summary[f"{by}_mean"] * (-1 if higher_is_better(by) else 1)).fillna(math.inf),
+        _score=(summary[f"{by}_mean"] * (-1 if higher_is_better(summary, by) else 1)).fillna(
+            math.inf
+        ),
         _group=config_key(summary, without=tune),
     )
     order = ["_diverged", "_score"]

@@ -12,6 +12,7 @@ from harness.analysis.labels import (
     config_key,
 )
 from harness.analysis.metrics import (
+    direction,
     higher_is_better,
     quality,
     selection_split,
@@ -22,7 +23,8 @@ from harness.analysis.summaries import (
     _summary_columns,
     summarize,
 )
-from harness.results import ID_COLUMNS, config_keys
+from harness.identity import ID_COLUMNS
+from harness.results import config_keys
 
 
 def time_to_target(
@@ -37,10 +39,12 @@ def time_to_target(
     Resolution is the sweep's evaluation interval (train.eval_every)."""
     metric = metric or f"{selection_split(curves)}_{quality(curves)}"
     columns = [*ID_COLUMNS, *config_keys(curves), "config_id", "status", "run_dir"]
-    columns += ["quality"] if "quality" in curves else []
+    columns += [c for c in ("quality", "higher_is_better") if c in curves]
     points = curves[curves["metric"] == metric]
     per_run = curves.drop_duplicates("run_dir")[columns].reset_index(drop=True)
-    reached = points["value"] >= target if higher_is_better(metric) else points["value"] <= target
+    reached = (
+        points["value"] >= target if higher_is_better(curves, metric) else points["value"] <= target
+    )
     first = (
         points[reached]
         .sort_values("iteration")
@@ -78,11 +82,12 @@ def summarize_time_to_target(ttt: pd.DataFrame, confidence: float = 0.95) -> pd.
     for measure in TARGET_MEASURES:
         table[f"{measure}_cost"] = table[f"{measure}_mean"].where(all_reached, math.inf)
     stat_cols = _stat_cols(TARGET_MEASURES, ("mean", "ci", "min", "max", "cost"))
-    table["quality"] = quality(ttt)
+    table["quality"], table["higher_is_better"] = quality(ttt), direction(ttt)
     # the metric the target was measured on (tables made before runs had a validation split
     # may not say: then it was the test quality)
     table["metric"] = ttt["metric"].iloc[0] if "metric" in ttt else f"test_{quality(ttt)}"
-    return table[[*_summary_columns(table, ["n_reached"], stat_cols), "quality", "metric"]]
+    columns = _summary_columns(table, ["n_reached"], stat_cols)
+    return table[[*columns, "quality", "higher_is_better", "metric"]]
 
 
 def fastest_configs(target_summary: pd.DataFrame, measure: str) -> pd.DataFrame:

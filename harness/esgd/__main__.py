@@ -1,3 +1,9 @@
-from harness.esgd.app import main
+"""`python -m harness.esgd [overrides]`: `harness-train experiment=esgd [overrides]`."""
 
-main()
+import sys
+
+from harness.cli import train
+
+if not any(arg.startswith("experiment=") for arg in sys.argv[1:]):
+    sys.argv.insert(1, "experiment=esgd")
+train()

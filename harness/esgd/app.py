@@ -1,7 +1,6 @@
-"""The ESGD study as a Hydra app over the repository's conf/ with ``experiment=esgd``:
-``harness-train experiment=esgd`` (or ``python -m harness.esgd``, where the preset is implied).
-Writes its tables (Parquet), figures (PNG + SVG), summary.md and esgd.json to the run folder,
-results/esgd/<model>/.
+"""The ESGD study: what ``harness-train experiment=esgd`` (or ``python -m harness.esgd``, where the
+preset is implied) runs, through the one Hydra app of harness.cli. Writes its tables (Parquet),
+figures (PNG + SVG), summary.md and esgd.json to the run folder, results/esgd/<model>/.
 
 The rows are saved after every seed: an interrupted study, started again with the same config,
 trains only the seeds it lacks, and a larger ``esgd.repeats`` adds seeds to a finished one
@@ -11,34 +10,27 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import sys
 import time
 from pathlib import Path
 
-import hydra
 import pandas as pd
 import torch
-from hydra.core.hydra_config import HydraConfig
-from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
-from harness.errors import ConfigError, HarnessError, exit_with_error
+from harness.errors import ConfigError
 from harness.esgd import figures, tables
-from harness.esgd.data import split_data
+from harness.esgd.data import checked_data
 from harness.esgd.methods import Study, run_seed
 from harness.esgd.pool import Pool
 from harness.esgd.settings import UNRECORDED, settings
+from harness.identity import config_hash
 from harness.problems import problem_of
 from harness.problems.classification import Classification
-from harness.results import atomic_write_bytes, config_hash, write_table
+from harness.results import atomic_write_bytes, write_table
 from harness.run import load_data, package_versions, resolve_device
 from harness.validate import DTYPES, validate_run
 
 log = logging.getLogger(__name__)
-PROG = "harness-train"
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 RECORD = "esgd.json"  # the study's config, wall times and package versions
 
 
@@ -52,15 +44,14 @@ def build_study(cfg: DictConfig) -> Study:
     device, dtype = resolve_device(cfg.device), DTYPES[cfg.train.dtype]
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
-    data = problem.to(load_data(cfg, problem), device, dtype)
-    split = split_data(data, cfg.train.batch_size)
+    data = checked_data(problem.to(load_data(cfg, problem), device, dtype), cfg.train.batch_size)
 
     def new_model(generator: torch.Generator):
         return problem.build_model(cfg, data, generator)
 
     pool = Pool(s.pool, s.schedules)
     pool.check(new_model(torch.Generator().manual_seed(0)))
-    return Study(s, pool, split, new_model, cfg.train.batch_size)
+    return Study(s, pool, problem, data, new_model, cfg.train.batch_size)
 
 
 def current_form(config: dict) -> dict:
@@ -131,7 +122,7 @@ def execute(cfg: DictConfig, out_dir: Path) -> dict[str, pd.DataFrame]:
     earlier_wall = record.get("wall_time_s", 0.0)
     if set(seconds) & set(seeds):
         log.info("seeds %s already in %s", sorted(set(seconds) & set(seeds)), out_dir)
-    device = str(study.split.y_train.device)
+    device = str(study.data.y_train.device)
     for seed in seeds:
         if seed in seconds:
             continue
@@ -172,22 +163,3 @@ def render(folder: Path, out_dir: Path | None = None) -> dict[str, pd.DataFrame]
     summary = figures.summary_markdown(written, cfg, record)
     (out_dir / "summary.md").write_text(summary)
     return written
-
-
-@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
-def _app(cfg: DictConfig) -> None:
-    try:
-        execute(cfg, Path(HydraConfig.get().runtime.output_dir))
-    except HarnessError as exc:
-        exit_with_error(PROG, str(exc))
-
-
-def main() -> None:
-    """`python -m harness.esgd [overrides]`: `harness-train experiment=esgd [overrides]`."""
-    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra's errors raised, to be reported in one line
-    if not any(arg.startswith("experiment=") for arg in sys.argv[1:]):
-        sys.argv.insert(1, "experiment=esgd")
-    try:
-        _app()
-    except (HydraException, OmegaConfBaseException) as exc:
-        exit_with_error(PROG, " ".join(str(exc).split())[:500])

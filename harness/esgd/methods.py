@@ -35,13 +35,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from harness.data import TensorData
 from harness.engine import batch_indices
-from harness.esgd.data import Split
 from harness.esgd.operators import align, choose_parents, rank, recombine, select
 from harness.esgd.pool import Plan, Pool
 from harness.esgd.settings import Settings
-from harness.esgd.trainer import Trainer, losses_and_errors
+from harness.esgd.trainer import Trainer
 from harness.models import MLP
+from harness.problems.classification import Classification
 from harness.stacked_model import StackedMLP
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,8 @@ class Study:
 
     settings: Settings
     pool: Pool
-    split: Split
+    problem: Classification
+    data: TensorData  # on the study's device; SGD on its training rows, fitness on its val split
     new_model: Callable[[torch.Generator], MLP]  # initial weights drawn from the generator
     batch_size: int
 
@@ -90,15 +92,15 @@ class Study:
         return [Individual(k, m, f) for k, (m, f) in enumerate(zip(models, fitness, strict=True))]
 
     def batches(self, steps: int, generator: torch.Generator):
-        device = self.split.y_train.device
-        return batch_indices(len(self.split.y_train), self.batch_size, steps, generator, device)
+        device = self.data.y_train.device
+        return batch_indices(len(self.data.y_train), self.batch_size, steps, generator, device)
 
     def evaluate(self, models: Sequence[MLP], test: bool = False):
         """(losses, errors) of `models` on the held-out fitness split (or the test set).
         Copies are stacked: a StackedMLP rebinds its models, which may be training in another."""
-        s = self.split
-        x, y = (s.x_test, s.y_test) if test else (s.x_fit, s.y_fit)
-        return losses_and_errors(StackedMLP([copy.deepcopy(m) for m in models]), x, y)
+        stack = StackedMLP([copy.deepcopy(m) for m in models])
+        metrics = self.problem.stacked_evaluate(stack, self.data, "test" if test else "val", None)
+        return [m["loss"] for m in metrics], [1.0 - m["accuracy"] for m in metrics]
 
 
 class Log:
@@ -180,7 +182,7 @@ def sgd_phase(
     steps = steps or s.sgd_steps
     models = [i.model for i in population]
     start = (generation - 1) * steps
-    trainer = Trainer(models, plans, study.pool, s.generations * steps, study.split, batches, start)
+    trainer = Trainer(study, models, plans, s.generations * steps, batches, start)
     backoffs = dict.fromkeys((i.uid for i in population), 0)
     for check in range(0, steps, s.backoff_every):
         snapshot = trainer.snapshot()
@@ -245,7 +247,7 @@ def warm_up(
     models = [c.model for c in children]
     s = study.settings
     start, span = (generation - 1) * phase, s.generations * phase
-    Trainer(models, inherited, study.pool, span, study.split, batches, start).train(steps)
+    Trainer(study, models, inherited, span, batches, start).train(steps)
     plans.update({c.uid: plan for c, plan in zip(children, inherited, strict=True)})
 
 
@@ -310,7 +312,7 @@ def independent(
     steps = s.generations * per_generation
     batches = study.batches(steps, rng["order"])
     models = [i.model for i in population]
-    trainer = Trainer(models, plans, study.pool, steps, study.split, batches)
+    trainer = Trainer(study, models, plans, steps, batches)
     by_uid = {i.uid: plan for i, plan in zip(population, plans, strict=True)}
     for generation in range(1, s.generations + 1):
         start = {i.uid: i.fitness for i in population}

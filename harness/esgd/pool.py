@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import torch
 from omegaconf import DictConfig
 
+from harness.building import optimizer_and_schedule
 from harness.errors import ConfigError
-from harness.run import build
 
 
 @dataclass(frozen=True)
@@ -61,13 +61,12 @@ class Pool:
         back-off restores for one individual (`trainer.Trainer`)."""
         layers = list(model.layers)
         groups = [{"params": [m.weight for m in layers]}, {"params": [m.bias for m in layers]}]
-        schedule = self.schedules[plan.schedule]
+        node, schedule = self.pool[plan.optimizer].optimizer, self.schedules[plan.schedule]
         try:
-            optimizer = build(self.pool[plan.optimizer].optimizer)(groups, **plan.hyperparameters)
-            # T_max null (cosine): over the run
-            extra = {"T_max": steps} if schedule.get("T_max", "unset") is None else {}
-            scheduler = build(schedule)(optimizer, **extra)
-        except (ValueError, TypeError) as exc:  # torch's own checks of the values
+            optimizer, scheduler = optimizer_and_schedule(
+                node, schedule, groups, steps, **plan.hyperparameters
+            )
+        except ConfigError as exc:
             raise ConfigError(f"esgd pool: {plan.describe()} cannot be built: {exc}") from None
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", "Detected call of")  # no optimizer step yet

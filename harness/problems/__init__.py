@@ -70,10 +70,19 @@ class Problem(ABC):
         """Floating-point operations of one training step: what sweeps are planned by."""
         return 0.0
 
-    def short_columns(self, config: dict) -> dict[str, Any]:
-        """The problem's short identifying columns of a run (beside model, optimizer, lr, ...):
-        the classification nets' hidden layers, the rating tables' size, ..."""
-        return {}
+    def stacked_loss(self, stack: Any, data: Any, rows: torch.Tensor) -> torch.Tensor:
+        """The K mean training losses of the models of `stack` (harness.stacked_model,
+        harness.stacked_module) on the mini-batch `rows`, their gradients written into the
+        stack: its `forward(inputs, keep=True)` gives the K models' outputs (classes along its
+        `class_dim`), its `backward(grad)` takes the loss gradient w.r.t. them. Needed if
+        `stackable`."""
+        raise NotImplementedError(f"{type(self).__name__} does not stack")
+
+    def stacked_evaluate(
+        self, stack: Any, data: Any, split: str, rows: torch.Tensor | None
+    ) -> list[dict[str, float]]:
+        """`evaluate` for each of the K models of `stack`. Needed if `stackable`."""
+        raise NotImplementedError(f"{type(self).__name__} does not stack")
 
     def parameter_groups(self, cfg: DictConfig, model: Any) -> list[tuple[list, DictConfig]]:
         """(parameters, optimizer config) pairs: one optimizer per pair. By default the config's

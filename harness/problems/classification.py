@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from omegaconf import DictConfig
 from torch.nn import functional as F
 
+from harness.building import build
 from harness.data import TensorData
-from harness.engine import EVAL_CHUNK
 from harness.errors import ConfigError
 from harness.models import LENET_TARGET, lenet_multiply_adds
 from harness.problems import Problem
+
+EVAL_CHUNK = 10_000  # rows per forward pass during evaluation: bounds memory on any device
 
 
 class Classification(Problem):
@@ -22,8 +26,6 @@ class Classification(Problem):
     stackable = True  # harness.stacked trains MLPs of one architecture together
 
     def load(self, cfg: DictConfig) -> TensorData:
-        from harness.run import build
-
         return build(cfg.data)
 
     def to(self, data: TensorData, device: torch.device, dtype: torch.dtype) -> TensorData:
@@ -35,8 +37,6 @@ class Classification(Problem):
     def build_model(
         self, cfg: DictConfig, data: TensorData, generator: torch.Generator
     ) -> torch.nn.Module:
-        from harness.run import build
-
         model = build(
             cfg.model,
             in_features=data.num_features,
@@ -48,23 +48,29 @@ class Classification(Problem):
     def loss(self, model: torch.nn.Module, data: TensorData, rows: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(model(data.x_train[rows]), data.y_train[rows])
 
-    @torch.no_grad()
     def evaluate(
         self, model: torch.nn.Module, data: TensorData, split: str, rows: torch.Tensor | None
     ) -> dict[str, float]:
         """Mean cross-entropy and accuracy on the training rows `rows` or a held-out split."""
-        if split == "train":
-            x, y = data.x_train[rows], data.y_train[rows]
-        else:
-            x, y = data.split(split)
-        loss_sum = torch.zeros((), device=x.device, dtype=torch.float64)
-        correct = torch.zeros((), device=x.device, dtype=torch.int64)
-        for start in range(0, len(y), EVAL_CHUNK):
-            logits = model(x[start : start + EVAL_CHUNK])
-            target = y[start : start + EVAL_CHUNK]
-            loss_sum += F.cross_entropy(logits, target, reduction="sum").double()
-            correct += (logits.argmax(1) == target).sum()
-        return {"loss": loss_sum.item() / len(y), "accuracy": correct.item() / len(y)}
+        x, y = _examples(data, split, rows)
+        return _metrics(lambda chunk: model(chunk).T.unsqueeze(0), 1, x, y)[0]
+
+    @torch.no_grad()
+    def stacked_loss(self, stack, data: TensorData, rows: torch.Tensor) -> torch.Tensor:
+        """The K mean cross-entropies of the mini-batch, with their gradient w.r.t. the logits
+        written out (`cross_entropy_and_gradient`) and handed to the stack's backward."""
+        logits = stack.forward(data.x_train[rows], keep=True)
+        loss, grad = cross_entropy_and_gradient(logits, data.y_train[rows], stack.class_dim)
+        stack.backward(grad)
+        return loss
+
+    def stacked_evaluate(
+        self, stack, data: TensorData, split: str, rows: torch.Tensor | None
+    ) -> list[dict[str, float]]:
+        x, y = _examples(data, split, rows)
+        if stack.class_dim == 1:
+            return _metrics(stack.forward, len(stack), x, y)
+        return _metrics(lambda chunk: stack.forward(chunk).transpose(1, 2), len(stack), x, y)
 
     def held_out(self, data: TensorData) -> tuple[str, ...]:
         return ("test",) if data.y_val is None else ("val", "test")
@@ -93,6 +99,45 @@ class Classification(Problem):
         weights = [a * b for a, b in zip(sizes, sizes[1:], strict=False)]
         return 2.0 * cfg.train.batch_size * (2 * sum(weights) + sum(weights[1:]))
 
-    def short_columns(self, config: dict) -> dict:
-        hidden = config["model"].get("hidden", [])
-        return {"hidden": "-".join(map(str, hidden)) or "none", "depth": len(hidden)}
+
+def _examples(data: TensorData, split: str, rows: torch.Tensor | None):
+    return (data.x_train[rows], data.y_train[rows]) if split == "train" else data.split(split)
+
+
+@torch.no_grad()
+def _metrics(
+    logits_of: Callable[[torch.Tensor], torch.Tensor], k: int, x: torch.Tensor, y: torch.Tensor
+) -> list[dict[str, float]]:
+    """Mean cross-entropy and accuracy of each of K models on (x, y), in chunks of EVAL_CHUNK
+    examples (memory stays bounded on any device); `logits_of` maps examples to the K models'
+    logits, [K, classes, examples]."""
+    loss_sum = torch.zeros(k, device=x.device, dtype=torch.float64)
+    correct = torch.zeros(k, device=x.device, dtype=torch.int64)
+    for start in range(0, len(y), EVAL_CHUNK):
+        logits = logits_of(x[start : start + EVAL_CHUNK])
+        target = y[start : start + EVAL_CHUNK].expand(k, -1)
+        loss_sum += F.cross_entropy(logits, target, reduction="none").sum(1).double()
+        correct += (logits.argmax(1) == target).sum(1)
+    losses, accuracies = (loss_sum / len(y)).tolist(), (correct.double() / len(y)).tolist()
+    return [{"loss": a, "accuracy": b} for a, b in zip(losses, accuracies, strict=True)]
+
+
+def cross_entropy_and_gradient(
+    logits: torch.Tensor, y: torch.Tensor, class_dim: int = 1
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The K mean cross-entropies of the logits of K models against the shared labels `y`, and
+    their gradient w.r.t. the logits, written out: d(mean NLL)/d(logits) = (softmax - onehot) /
+    batch, as nll_loss_backward and _log_softmax_backward_data compute it. `logits` are
+    [K, classes, batch] (`class_dim` 1, StackedMLP's) or [K, batch, classes] (`class_dim` 2,
+    StackedModule's): each stack's own layout, read contiguously."""
+    log_p = torch.log_softmax(logits, dim=class_dim)
+    k, batch = log_p.shape[0], len(y)
+    batch_dim = 3 - class_dim
+    shape = [1, 1, 1]
+    shape[batch_dim] = batch
+    target = y.view(shape).expand(k, *shape[1:])
+    loss = log_p.gather(class_dim, target).mean(dim=batch_dim).neg_().view(k)
+    onehot = torch.zeros_like(log_p[:1])
+    onehot.scatter_(class_dim, target[:1], -(1.0 / batch))
+    grad = torch.exp(log_p).mul_(1.0 / batch).add_(onehot)
+    return loss, grad

@@ -24,6 +24,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch.nn import functional as F
 
+from harness.building import build
 from harness.errors import ConfigError
 from harness.problems import Problem
 from harness.recsys.data import Interactions
@@ -94,8 +95,6 @@ class Ratings(Problem):
             self._check_memory(cfg, users, items, resolve_device(cfg.device))
 
     def load(self, cfg: DictConfig) -> Interactions:
-        from harness.run import build
-
         return build(cfg.data)
 
     def to(self, data: Interactions, device: torch.device, dtype: torch.dtype) -> Interactions:
@@ -138,8 +137,6 @@ class Ratings(Problem):
         return cfg.optimizer._target_ if self.tables == "dense" else TABLE_OPTIMIZERS[self.tables]
 
     def build_model(self, cfg: DictConfig, data: Interactions, generator: torch.Generator):
-        from harness.run import build
-
         device = data.ratings_train.device
         self._check_memory(cfg, data.num_users, data.num_items, device)
         model = build(
@@ -201,7 +198,3 @@ class Ratings(Problem):
             rows = cfg.data.get("num_users", 0) + cfg.data.get("num_items", 0)
             step += 10.0 * rows * (dim + 1)
         return step
-
-    def short_columns(self, config: dict) -> dict:
-        hidden = config["model"].get("hidden", [])
-        return {"hidden": "-".join(map(str, hidden)) or "none", "depth": len(hidden)}

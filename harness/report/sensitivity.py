@@ -82,7 +82,10 @@ def lr_sensitivity_figure(
                 ax.errorbar(ok["lr"], mean, yerr=err, ms=4, lw=1.4, capsize=3, **style)
                 bad = points[points["n_diverged"] > 0]
                 _mark_diverged(
-                    ax, bad["lr"], top=not analysis.higher_is_better(metric), color=style["color"]
+                    ax,
+                    bad["lr"],
+                    top=not analysis.higher_is_better(panel, metric),
+                    color=style["color"],
                 )
                 chosen = best[(best["net"] == net) & (best["setting"] == setting)]
                 chosen = chosen[chosen["n_diverged"] == 0]

@@ -59,7 +59,7 @@ def final_metrics_table(best: pd.DataFrame, metric: str | None = None) -> pd.Dat
         panel = best[best["row"] == net].set_index("setting")
         ok = panel[panel["n_diverged"] == 0][f"{chooser}_mean"]
         winner = (
-            (ok.idxmax() if analysis.higher_is_better(chooser) else ok.idxmin())
+            (ok.idxmax() if analysis.higher_is_better(best, chooser) else ok.idxmin())
             if len(ok)
             else None
         )

@@ -145,8 +145,7 @@ class StackedLauncher(Launcher):
     ) -> Sequence[JobReturn]:
         from harness import run as run_module  # torch is imported only when jobs train
         from harness.job import Job
-        from harness.results import read_run
-        from harness.sweep import already_finished
+        from harness.sweep import resumed
 
         assert self.config is not None and self.hydra_context is not None
         setup_globals()
@@ -166,12 +165,10 @@ class StackedLauncher(Launcher):
                 status=JobStatus.COMPLETED,
             )
             returns.append(result)
-            done = already_finished(job.resolved, sweep_dir, job.out_dir)
-            if done is not None:
-                log.info("skipped: this config already finished in %s", done)
-                # its record, for a sweeper that reads the results (Optuna): resumed trials
-                # tell it what they told it the first time
-                result.return_value = read_run(sweep_dir / done)
+            # a finished run's record, for a sweeper that reads the results (Optuna): resumed
+            # trials tell it what they told it the first time
+            result.return_value = resumed(job.resolved, sweep_dir, job.out_dir)
+            if result.return_value is not None:
                 continue
             task = Job.of(job.cfg, job.out_dir, job.choices)  # its problem, resolved once
             run_module.check(task)  # a bad value stops the sweep here: nothing is written
