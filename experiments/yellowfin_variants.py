@@ -23,6 +23,7 @@ import pandas as pd
 from harness import analysis
 from harness.markdown import markdown_table
 from harness.results import load_curves, load_runs
+from harness.style import optimizer_color
 
 
 def _pm(values: pd.Series, scale: float = 100.0) -> str:
@@ -79,7 +80,8 @@ def draw(folders: list[str], path: str) -> None:
     means = pd.concat([yellowfin_runs(f)[1] for f in folders]).sort_index()
     nets = sorted(means.index.get_level_values("model").unique())
     fig, axes = plt.subplots(2, len(nets), figsize=(4.2 * len(nets), 6), sharex=True)
-    styles = {"current": ("#d4a017", "-"), "2017": ("#555555", "--")}
+    # the current version in YellowFin's colour of every other figure, the 2017 one in grey
+    styles = {"current": (optimizer_color("yellowfin"), "-"), "2017": ("#555555", "--")}
     for col, net in enumerate(nets):
         for name, (color, line) in styles.items():
             if (net, name) not in means.index.droplevel("iteration"):

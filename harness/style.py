@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import LogFormatter, LogLocator, NullFormatter, NullLocator
+from matplotlib.ticker import LogFormatter, LogLocator, NullFormatter
 
 # One colour per optimizer, the same in every figure (colour-blind-safe where it matters most:
 # the SGD family in blues/greys, the Adam family in reds/oranges/greens). Any two are at least
@@ -61,8 +61,6 @@ STYLE = {
 }
 PANEL_WIDTH, PANEL_HEIGHT = 4.2, 3.3
 BAND_ALPHA = 0.18
-# Points from the bottom of a panel to a legend below it: tick labels and the x label.
-LEGEND_DROP_PT = 30
 
 METRIC_LABELS = {
     "train_loss": "training loss",
@@ -218,12 +216,33 @@ def save_figure(figure: Figure, path: str | Path) -> None:
         figure.savefig(path, dpi=150, bbox_inches="tight", pad_inches=0.05)
 
 
-def legend_below(fig: Figure, handles, labels, ncols: int | None = None) -> None:
-    """One legend for the whole figure, below its panels (never over data)."""
+# Legend entries: a few fit in rows below the panels; more go beside them, in columns of at most
+# LEGEND_ROWS entries, and the figure grows by a column's width for each (a zoo of 100+).
+LEGEND_BELOW_MAX, LEGEND_ROWS = 8, 24
+
+
+def legend_column_width(characters: int) -> float:
+    """Inches a legend column of 8-point labels of `characters` characters takes: its handle
+    and about 0.062 in a character (DejaVu Sans), so the panels beside it keep their width."""
+    return 0.45 + 0.062 * characters
+
+
+def figure_legend(fig: Figure, handles, labels, ncols: int | None = None) -> None:
+    """One legend for the whole figure, outside its panels (never over data or text): below
+    them for up to LEGEND_BELOW_MAX entries, else beside them in columns."""
     if not handles:
         return
-    ncols = ncols or min(len(handles), 6)
-    fig.legend(handles, labels, loc="outside lower center", ncols=ncols, frameon=False)
+    if len(handles) <= LEGEND_BELOW_MAX:
+        ncols = ncols or min(len(handles), 6)
+        fig.legend(handles, labels, loc="outside lower center", ncols=ncols, frameon=False)
+        return
+    columns = -(-len(handles) // LEGEND_ROWS)
+    width = legend_column_width(max(len(str(label)) for label in labels))
+    fig.set_figwidth(fig.get_figwidth() + width * columns)
+    fig.set_figheight(max(fig.get_figheight(), 0.2 * min(len(handles), LEGEND_ROWS) + 1.5))
+    fig.legend(
+        handles, labels, loc="outside right center", ncols=columns, frameon=False, fontsize=8
+    )
 
 
 def legend_of_settings(fig: Figure, styles: dict[str, dict], extra=()) -> None:
@@ -235,7 +254,7 @@ def legend_of_settings(fig: Figure, styles: dict[str, dict], extra=()) -> None:
     for handle, label in extra:
         handles.append(handle)
         labels.append(label)
-    legend_below(fig, handles, labels, ncols=min(len(handles), 4 if len(handles) > 7 else 7))
+    figure_legend(fig, handles, labels, ncols=min(len(handles), 4))
 
 
 class _PlainLogFormatter(LogFormatter):
@@ -258,30 +277,6 @@ def log_x_lr(ax) -> None:
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
-LOGIT_TICKS = [1, 2, 5, 10, 20, 50, 80, 90, 95, 98, 99, 99.5, 99.8, 99.9, 99.95, 99.98, 99.99]
-
-
-def _logit(p):
-    q = np.clip(np.asarray(p, dtype=float) / 100, 1e-6, 1 - 1e-6)
-    return np.log(q / (1 - q))
-
-
-def _expit(z):
-    return 100 / (1 + np.exp(-np.asarray(z, dtype=float)))
-
-
-def logit_percent_y(ax, values: np.ndarray) -> None:
-    """A logit-scale y axis for values in %, ticked at 10, 50, 90, 99, ... within their range."""
-    ax.set_yscale("function", functions=(_logit, _expit))
-    finite = values[np.isfinite(values)]
-    low, high = (finite.min(), finite.max()) if finite.size else (10.0, 99.0)
-    pad = 0.25 * (_logit(high) - _logit(low)) / 10
-    ax.set_ylim(_expit(_logit(low) - pad), _expit(_logit(high) + pad))
-    ticks = [t for t in LOGIT_TICKS if low * 0.9 <= t <= min(high + (100 - high) * 0.5, 99.99)]
-    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
-    ax.yaxis.set_minor_locator(NullLocator())
-
-
 def log_label(label: str) -> str:
     """'loss (nats)' -> 'loss (nats; log scale)'."""
     return label[:-1] + "; log scale)" if label.endswith(")") else label + " (log scale)"
@@ -289,8 +284,11 @@ def log_label(label: str) -> str:
 
 # --- settings: one colour per optimizer, one line style per setting of an optimizer -----------
 
-LINE_STYLES = ["-", "--", ":", "-."]
+LINE_STYLES = ["-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (8, 2))]
 MARKERS = ["o", "s", "^", "D", "v", "P"]
+# Markers along a line: the third channel, for panels of more settings (a zoo) than colours x
+# line styles tell apart.
+LINE_MARKERS = [None, "o", "s", "^", "D", "v", "P", "X"]
 
 
 def setting_order(frame: pd.DataFrame, column: str = "setting") -> list[str]:
@@ -305,25 +303,52 @@ def setting_order(frame: pd.DataFrame, column: str = "setting") -> list[str]:
 
 
 def setting_styles(frame: pd.DataFrame, column: str = "setting") -> dict[str, dict]:
-    """Per setting: its optimizer's colour, and a line style and marker of its own among the
-    settings of that optimizer (the first gets a solid line and circles). When every setting
-    has one optimizer (what differs is something else: the embedding tables' optimizer, the
-    momentum), each setting gets a colour of its own."""
+    """Per setting: its optimizer's colour (`optimizer_color`: the same in every figure), a line
+    style, a marker for points (`marker`) and one along lines (`line_marker`, None for most):
+    the n-th setting of an optimizer gets the n-th line style, and a setting whose colour is
+    within MIN_COLOR_DISTANCE of an earlier setting's with the same line style and line marker
+    (optimizers of the zoo share the extra colours) moves on to the next combination, so that
+    any two lines of a figure differ in colour or in style. When every setting has one optimizer
+    (what differs is something else: the embedding tables' optimizer, the momentum), each
+    setting gets a colour of its own."""
     optimizer_of = dict(zip(frame[column], frame["optimizer"], strict=False))
     one_optimizer = len(set(optimizer_of.values())) == 1 and len(optimizer_of) > 1
     styles: dict[str, dict] = {}
     count: dict[str, int] = {}
+    combinations = [(ls, lm) for lm in LINE_MARKERS for ls in range(len(LINE_STYLES))]
     for i, setting in enumerate(setting_order(frame, column)):
         optimizer = optimizer_of[setting]
         n = count.get(optimizer, 0)
         count[optimizer] = n + 1
         colour = SETTING_COLORS[i % len(SETTING_COLORS)] if one_optimizer else None
+        colour = colour or optimizer_color(optimizer)
+        taken = {
+            (s["ls_index"], s["line_marker"])
+            for s in styles.values()
+            if color_distance(s["color"], colour) < MIN_COLOR_DISTANCE
+        }
+        free = [c for c in combinations[n:] + combinations[:n] if c not in taken]
+        ls, line_marker = free[0] if free else combinations[n % len(combinations)]
         styles[setting] = {
-            "color": colour or optimizer_color(optimizer),
-            "ls": LINE_STYLES[n % len(LINE_STYLES)],
+            "color": colour,
+            "ls": LINE_STYLES[ls],
+            "ls_index": ls,
             "marker": MARKERS[n % len(MARKERS)],
+            "line_marker": line_marker,
         }
     return styles
+
+
+def point_style(style: dict) -> dict:
+    """The keyword arguments of ax.errorbar that draw points in a setting's style."""
+    return {"color": style["color"], "ls": style["ls"], "marker": style["marker"]}
+
+
+def line_style(style: dict) -> dict:
+    """The keyword arguments of ax.plot that draw a line in a setting's style."""
+    marker = style.get("line_marker")
+    extra = {"marker": marker, "markevery": 0.12, "ms": 3.5} if marker else {}
+    return {"color": style["color"], "ls": style["ls"], **extra}
 
 
 def cielab(color) -> np.ndarray:

@@ -17,7 +17,7 @@
 # # Convergence
 #
 # Training loss and test quality (accuracy, or the RMSE of ratings) against iterations and
-# against training time, one panel per net and one curve per setting (each optimizer, and any
+# against training time, a row per net and one curve per setting (each optimizer, and any
 # other config key the sweep varies) at its best learning rate (best mean final validation
 # quality: the test set only reports), as in the course figure. The line is the mean over
 # seeds, the band their min-max; a cross marks a curve that ends because a seed diverged.
@@ -34,7 +34,19 @@ quality = analysis.quality(runs)  # accuracy (MNIST) or rmse (ratings)
 print(f"{sweep}: {len(runs)} runs, {runs['status'].eq('diverged').sum()} diverged")
 
 # %% [markdown]
-# ## Training loss
+# ## The course's figure: every optimizer on one plot, per net
+#
+# Training loss above, test quality below (accuracy drawn as error, 100 − accuracy, on a log
+# axis: where the runs end up stays apart), the last quarter of the run zoomed on the right,
+# and the settings ranked by their final mean. Read the ranking off the legend; the band says
+# whether two neighbours are apart (bands that overlap are seeds apart, not optimizers).
+
+# %%
+for net in report.nets_of(runs):
+    report.show(report.course_figure, runs, curves, net)
+
+# %% [markdown]
+# ## Training loss, every net
 
 # %%
 report.show(report.convergence_figure, runs, curves, "train_loss")

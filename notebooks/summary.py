@@ -39,6 +39,16 @@ batch_size, best = analysis.best_at_reference_batch(runs)
 print(f"{sweep}: {len(runs)} runs, {len(summary)} configs; test {quality}, target {target}")
 
 # %% [markdown]
+# ## The course's figure: every optimizer on one plot, per net
+#
+# Training loss above, test error (100 − accuracy) below on log axes, the final stretch
+# zoomed, the settings ranked by their final mean (the tables below give the numbers).
+
+# %%
+for net in report.nets_of(runs):
+    report.show(report.course_figure, runs, curves, net)
+
+# %% [markdown]
 # ## Final metrics at the best learning rate
 #
 # Mean ± 95 % confidence interval over seeds (t distribution), accuracies in %; bold: the best

@@ -1,22 +1,24 @@
 """Layout that never overlaps (issue 20, item 1): in every figure the report makes, no two text
 boxes (titles, axis labels, tick labels, legends) intersect, by matplotlib's own renderer
-extents; on the smoke sweep and on the committed course study (nine optimizers, three nets).
-
-Today's figures fail it (crowded log and logit tick labels, legends of neighbouring panels, the
-performance profile's x ticks, and suptitle hits not yet read): strict xfail until issue 20's
-layout lands, so that the day they pass, the marker must go."""
+extents; on the smoke sweep, on the committed course study (ten optimizers, three nets) and on
+a zoo-sized sweep made from the smoke sweep (120 optimizers); and any two lines of a panel
+differ in colour or in style."""
 
 import itertools
+import json
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from smoke_sweep import TARGET
 
-from harness import analysis
+from harness import analysis, style
+from harness.identity import identity_hash
 from harness.report import default_target, make_figures
-from harness.results import load_curves, load_runs
+from harness.results import load_curves, load_runs, with_config_columns
 
 REPO = Path(__file__).resolve().parent.parent
 COURSE = REPO / "results" / "course"
@@ -61,20 +63,53 @@ def overlaps(fig: Figure) -> list[str]:
     ]
 
 
-def figures_of(folder: Path, target: float | None) -> dict[str, Figure]:
+def zoo_sized(runs: pd.DataFrame, curves: pd.DataFrame, copies: int):
+    """The smoke sweep's tables as if each optimizer came in `copies` variants (`<name>_<i>`,
+    made-up optimizers: colours of the zoo), each with its own identity and slightly shifted
+    curves: a sweep as many settings wide as the optimizer zoo."""
+    run_frames, curve_frames = [], []
+    for i in range(copies):
+        shift = 1 + 0.002 * i
+        new_runs = runs.assign(
+            optimizer=runs["optimizer"] + f"_{i}",
+            run_dir=runs["run_dir"] + f"/zoo{i}",
+            final_val_accuracy=runs["final_val_accuracy"] / shift,
+        )
+        identities = [
+            {**json.loads(c), "optimizer.name": o}
+            for c, o in zip(runs["config"], new_runs["optimizer"], strict=True)
+        ]
+        new_runs["config"] = [json.dumps(d, sort_keys=True) for d in identities]
+        new_runs["config_id"] = [identity_hash(d) for d in identities]
+        ids = dict(zip(runs["run_dir"], new_runs["config_id"], strict=True))
+        new_curves = curves.assign(
+            optimizer=curves["optimizer"] + f"_{i}",
+            config_id=curves["run_dir"].map(ids),
+            run_dir=curves["run_dir"] + f"/zoo{i}",
+            value=np.where(
+                curves["metric"].str.endswith("loss"),
+                curves["value"] * shift,
+                curves["value"] / shift,
+            ),
+        )
+        run_frames.append(new_runs)
+        curve_frames.append(new_curves)
+    zoo_runs = pd.concat(run_frames, ignore_index=True).drop(
+        columns=["optimizer.name"], errors="ignore"
+    )
+    return with_config_columns(zoo_runs), pd.concat(curve_frames, ignore_index=True)
+
+
+def figures_of(folder: Path, target: float | None, copies: int = 0) -> dict[str, Figure]:
     runs, curves = load_runs(folder), load_curves(folder)
+    if copies:
+        runs, curves = zoo_sized(runs, curves, copies)
     if target is None:
         target = default_target(analysis.quality(runs))
     made = make_figures(runs, curves, target)
     return {name: fig for name, fig in made.items() if isinstance(fig, Figure)}
 
 
-LAYOUT_PENDING = pytest.mark.xfail(
-    strict=True, raises=AssertionError, reason="issue 20: today's figures overlap"
-)
-
-
-@LAYOUT_PENDING
 def test_no_text_covers_another_in_the_smoke_sweeps_figures(smoke_sweep):
     figures = figures_of(smoke_sweep, TARGET)
     assert "convergence_train_loss" in figures
@@ -82,10 +117,52 @@ def test_no_text_covers_another_in_the_smoke_sweeps_figures(smoke_sweep):
     assert {name: o for name, o in found.items() if o} == {}
 
 
-@LAYOUT_PENDING
 @pytest.mark.skipif(not COURSE.exists(), reason="no committed course study")
 def test_no_text_covers_another_in_the_course_studys_figures():
     figures = figures_of(COURSE, None)
     assert "convergence_test_accuracy" in figures
     found = {name: overlaps(fig) for name, fig in figures.items()}
+    assert {name: o for name, o in found.items() if o} == {}
+
+
+def test_no_text_covers_another_in_a_zoo_sized_sweeps_figures(smoke_sweep):
+    """120 optimizers (3 of the smoke sweep x 40 made-up variants), each at its best rate."""
+    figures = figures_of(smoke_sweep, TARGET, copies=40)
+    legend = figures["convergence_train_loss"].get_axes()[1].get_legend()
+    assert len(legend.get_texts()) == 120
+    found = {name: overlaps(fig) for name, fig in figures.items()}
+    assert {name: o for name, o in found.items() if o} == {}
+
+
+def test_any_two_lines_of_a_zoo_sized_figure_differ_in_colour_or_style():
+    names = [f"zoo_{i:03d}" for i in range(150)] + list(style.OPTIMIZER_COLORS)
+    frame = pd.DataFrame({"optimizer": names, "setting": names})
+    styles = style.setting_styles(frame)
+    alike = [
+        (a, b)
+        for a, b in itertools.combinations(names, 2)
+        if (styles[a]["ls_index"], styles[a]["line_marker"])
+        == (styles[b]["ls_index"], styles[b]["line_marker"])
+        and style.color_distance(styles[a]["color"], styles[b]["color"]) < style.MIN_COLOR_DISTANCE
+    ]
+    assert alike == []
+    assert styles["adam"]["color"] == style.OPTIMIZER_COLORS["adam"]  # its colour everywhere
+
+
+ESGD = REPO / "results" / "esgd" / "net2"
+
+
+@pytest.mark.skipif(not ESGD.exists(), reason="no committed ESGD study")
+def test_no_text_covers_another_in_the_esgd_studys_figures(tmp_path):
+    """The ESGD study's own renderer (harness.esgd.figures), on the committed net2 study."""
+    from omegaconf import OmegaConf
+
+    from harness.esgd import figures, tables
+
+    record = json.loads((ESGD / "esgd.json").read_text())
+    esgd = OmegaConf.create(record["config"]).esgd
+    individuals = pd.read_parquet(ESGD / f"{tables.INDIVIDUALS}.parquet")
+    written = tables.write_tables(individuals, esgd.top_k, esgd.elite, tmp_path)
+    found = {name: overlaps(fig) for name, fig in figures.make_figures(written).items()}
+    assert set(found) == {"fitness", "optimizers"}
     assert {name: o for name, o in found.items() if o} == {}

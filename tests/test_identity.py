@@ -3,6 +3,7 @@ tables, summaries and labels; runs are seeds of one config only when they differ
 alone."""
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -84,10 +85,12 @@ def test_every_axis_of_the_sweep_is_a_config_of_its_own(activations_by_decay):
 def test_labels_of_the_report_name_the_keys_that_vary(activations_by_decay):
     runs, curves = report.load_sweep(activations_by_decay)
     fig = report.convergence_figure(runs, curves, "train_loss")
-    (ax,) = fig.get_axes()
-    assert ax.get_title() == "mlp: hidden 50"
-    legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert legend == [
+    full, zoom = fig.get_axes()
+    assert full.get_title(loc="left") == "mlp: hidden 50"
+    legend = [t.get_text() for t in zoom.get_legend().get_texts()]
+    # ranked by final training loss, each with its value: every setting once, named fully
+    names = [re.fullmatch(r"\d+\. (.*): [\d.e+-]+", t).group(1) for t in legend]
+    assert sorted(names) == [
         f"adam: weight_decay={wd}, model.activations=[{act}], lr 0.001"
         for wd in ("0", "0.1")
         for act in ("relu", "sigmoid")
@@ -155,9 +158,10 @@ def test_run_folders_leave_out_exactly_the_keys_that_do_not_compute(tmp_path):
     """Hydra's exclude_keys is derived from harness.identity: overrides of execution keys, the
     tuning protocol and the preset's name are not in a run's folder name, every other one is,
     and `computes` agrees with the hash on each of them."""
+    from omegaconf import OmegaConf
+
     from conftest import compose_config
     from harness.identity import computes, config_hash
-    from omegaconf import OmegaConf
 
     executing = ["device=cpu", "threads=1", "train.progress=false", "train.engine=single"]
     protocol = ["+tune.budget=3"]

@@ -55,47 +55,72 @@ def test_convergence_lines_are_the_mean_over_seeds_of_the_curves_table(tables):
     runs, curves = tables
     fig = report.convergence_figure(runs, curves, "train_loss")
     best = analysis.best_configs(analysis.summarize(runs[runs["batch_size"] == 128]))
-    axes = fig.get_axes()
-    assert [ax.get_title() for ax in axes] == ["net1: no hidden layer", "net2: hidden 100"]
-    for ax, net in zip(axes, ["net1", "net2"], strict=True):
-        assert ax.get_yscale() == "log"
-        assert "iteration" in ax.get_xlabel()
-        drawn = lines_by_color(ax)
-        assert sorted(drawn) == ["adam", "momentum", "sgd"]
-        for optimizer, lines in drawn.items():
-            lr = best[(best["net"] == net) & (best["optimizer"] == optimizer)]["lr"].item()
-            seeds = curves[
-                (curves["metric"] == "train_loss")
-                & (curves["model"] == net)
-                & (curves["optimizer"] == optimizer)
-                & (curves["lr"] == lr)
-                & (curves["batch_size"] == 128)
-            ].pivot_table(index="iteration", columns="seed", values="value")
-            (line,) = lines
-            np.testing.assert_array_equal(line.get_xdata(), seeds.index)
-            np.testing.assert_allclose(line.get_ydata(), seeds.mean(axis=1))
-        # One band per optimizer, spanning the seeds' min and max.
-        bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
-        assert len(bands) == 3
-        legend = [t.get_text() for t in ax.get_legend().get_texts()]
-        assert all(re.fullmatch(r"(sgd|momentum|adam), lr [\d.e+-]+", t) for t in legend)
-    assert axes[0].get_ylabel().startswith("training loss")
+    axes = np.array(fig.get_axes()).reshape(2, 2)  # a row per net: the run, its final stretch
+    assert [ax.get_title(loc="left") for ax in axes[:, 0]] == [
+        "net1: no hidden layer",
+        "net2: hidden 100",
+    ]
+    for (full, zoom), net in zip(axes, ["net1", "net2"], strict=True):
+        final = {}
+        for ax in (full, zoom):
+            assert ax.get_yscale() == "log"
+            drawn = lines_by_color(ax)
+            assert sorted(drawn) == ["adam", "momentum", "sgd"]
+            for optimizer, lines in drawn.items():
+                lr = best[(best["net"] == net) & (best["optimizer"] == optimizer)]["lr"].item()
+                seeds = curves[
+                    (curves["metric"] == "train_loss")
+                    & (curves["model"] == net)
+                    & (curves["optimizer"] == optimizer)
+                    & (curves["lr"] == lr)
+                    & (curves["batch_size"] == 128)
+                ].pivot_table(index="iteration", columns="seed", values="value")
+                (line,) = lines
+                np.testing.assert_array_equal(line.get_xdata(), seeds.index)
+                np.testing.assert_allclose(line.get_ydata(), seeds.mean(axis=1))
+                final[optimizer] = (lr, seeds.mean(axis=1).iloc[-1])
+            # One band per optimizer, spanning the seeds' min and max.
+            bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+            assert len(bands) == 3
+        # the zoom shows the last quarter; its legend ranks the settings by their final mean
+        low, high = zoom.get_xlim()
+        assert high == 60 and low == 60 - 0.25 * 60
+        legend = [t.get_text() for t in zoom.get_legend().get_texts()]
+        ranked = sorted(final, key=lambda o: final[o][1])
+        assert legend == [
+            f"{i}. {o}, lr {final[o][0]:.3g}: {final[o][1]:.3g}"
+            for i, o in enumerate(ranked, start=1)
+        ]
+    assert axes[0, 0].get_ylabel().startswith("training loss")
+    assert "iteration" in axes[1, 0].get_xlabel()
 
 
-def test_convergence_of_accuracy_is_in_percent_on_a_logit_axis(tables):
+def test_convergence_of_accuracy_is_error_in_percent_on_a_log_axis(tables):
     runs, curves = tables
     fig = report.convergence_figure(runs, curves, "test_accuracy")
     ax = fig.get_axes()[0]
-    assert ax.get_yscale() == "function" and ax.get_ylabel() == "test accuracy (%, logit scale)"
-    low, high = ax.get_ylim()
-    assert 0 < low < 20 and 80 < high < 100
-    linear = report.convergence_figure(runs, curves, "test_accuracy", accuracy_scale="linear")
-    assert linear.get_axes()[0].get_yscale() == "linear"
+    assert ax.get_yscale() == "log"
+    assert ax.get_ylabel() == "test error (%, 100 - accuracy; log scale)"
     bands = analysis.curve_bands(
         runs, curves, analysis.best_at_reference_batch(runs)[1], "test_accuracy"
     ).query("net == 'net1' and optimizer == 'adam'")
     (line,) = lines_by_color(ax)["adam"]
-    np.testing.assert_allclose(line.get_ydata(), bands["mean"] * 100)
+    np.testing.assert_allclose(line.get_ydata(), (1 - bands["mean"]) * 100)
+
+
+def test_the_course_figure_of_a_net_is_its_loss_and_error_rows(tables):
+    runs, curves = tables
+    fig = report.course_figure(runs, curves, "net2")
+    axes = np.array(fig.get_axes()).reshape(2, 2)
+    assert [ax.get_title(loc="left") for ax in axes[:, 0]] == ["training loss", "test error"]
+    loss = report.convergence_figure(runs, curves, "train_loss").get_axes()[2]  # net2's row
+    for (optimizer, lines), (_, same) in zip(
+        sorted(lines_by_color(axes[0, 0]).items()),
+        sorted(lines_by_color(loss).items()),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(lines[0].get_ydata(), same[0].get_ydata()), optimizer
+    assert report.nets_of(runs) == ["net1", "net2"]
 
 
 def test_convergence_marks_a_diverged_curve_where_it_ends(tables):
@@ -105,8 +130,8 @@ def test_convergence_marks_a_diverged_curve_where_it_ends(tables):
     lines = lines_by_color(fig.get_axes()[0])["sgd"]
     cross = [line for line in lines if line.get_marker() == "x"]
     assert len(cross) == 1 and list(cross[0].get_xdata()) == [0]
-    legend = [t.get_text() for t in fig.get_axes()[0].get_legend().get_texts()]
-    assert legend == ["sgd, lr 50 (2/2 diverged)"]
+    (legend,) = [t.get_text() for t in fig.get_axes()[1].get_legend().get_texts()]
+    assert re.fullmatch(r"1\. sgd, lr 50: [\d.]+ % \(2/2 diverged\)", legend)
 
 
 def test_lr_sensitivity_points_are_the_summary_and_the_star_is_the_best_lr(tables):
@@ -208,8 +233,9 @@ def test_performance_profile_steps_are_the_profile(tables):
 
 
 def optimizer_named(label: str) -> str:
-    """The optimizer a legend entry or tick label names: 'adam: weight_decay=0.1, lr 0.01'."""
-    return re.split(r"[:,]", label, maxsplit=1)[0].strip()
+    """The optimizer a legend entry or tick label names: 'adam: weight_decay=0.1, lr 0.01', or
+    a ranked entry '2. adam, lr 0.01: 7.5 %'."""
+    return re.split(r"[:,]", re.sub(r"^\d+\. ", "", label), maxsplit=1)[0].strip()
 
 
 def test_one_colour_per_optimizer_in_every_figure(tables):
@@ -293,7 +319,7 @@ def test_report_writes_every_figure_and_the_summary(smoke_sweep, tmp_path):
     # The smoke sweep has no self-tuning optimizer (see test_tuned_hyperparameters_figure) and
     # one momentum.
     not_here = ("tuned_hyperparameters", "effective_step", "convergence_test_rmse", "tuning_curves")
-    drawn = [n for n in report.FIGURES if n not in not_here]
+    drawn = ["course_net1", "course_net2", *(n for n in report.FIGURES if n not in not_here)]
     expected = sorted(f"{n}.{ext}" for n in drawn for ext in ("png", "svg"))
     assert names == sorted([*expected, "summary.md"])
     for path in out.glob("*.png"):
@@ -343,6 +369,8 @@ def test_report_skips_what_the_sweep_cannot_show_and_says_why(tables, tmp_path):
         "convergence_test_accuracy.png",
         "convergence_time.png",
         "convergence_train_loss.png",
+        "course_net1.png",
+        "course_net2.png",
         "performance_profile.png",
         "summary.md",
     ]

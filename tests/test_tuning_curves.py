@@ -160,7 +160,6 @@ def seeded_trials(
                         else "completed",
                         "quality": "accuracy",
                         "higher_is_better": True,
-                "higher_is_better": True,
                         "final_val_accuracy": val[seed],
                         "final_test_accuracy": test[seed],
                         "best_test_accuracy": test[seed],

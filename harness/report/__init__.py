@@ -26,8 +26,14 @@ from collections.abc import Sequence
 
 from harness.markdown import markdown_table
 from harness.report.common import Skipped, show
-from harness.report.convergence import convergence_figure
-from harness.report.figures import FIGURES, _tuning_curves, figure_title, make_figures
+from harness.report.convergence import convergence_figure, course_figure
+from harness.report.figures import (
+    FIGURES,
+    _tuning_curves,
+    figure_title,
+    make_figures,
+    nets_of,
+)
 from harness.report.inputs import (
     REPO,
     default_target,
@@ -73,6 +79,7 @@ __all__ = [
     "batch_size_figure",
     "configs_table",
     "convergence_figure",
+    "course_figure",
     "default_target",
     "effective_step_figure",
     "figure_title",
@@ -82,6 +89,7 @@ __all__ = [
     "lr_sensitivity_figure",
     "main",
     "make_figures",
+    "nets_of",
     "markdown_table",
     "performance_profile_figure",
     "profile_summary_table",

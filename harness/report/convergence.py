@@ -1,8 +1,20 @@
 """Convergence: a metric against iterations, epochs or training time, one curve per setting
-at its best learning rate."""
+at its best learning rate, drawn so that where the runs end up can be read and ranked.
+
+A row per net: the whole run on the left, its final stretch (the last quarter) zoomed on the
+right, and beside it the settings ranked by their final value. Accuracies are drawn as error
+(100 - accuracy, in %) on a log axis, losses and RMSEs on a log axis: nine optimizers that all
+end between 97.3 % and 98.4 % accuracy end between 1.6 % and 2.7 % error, a factor apart
+instead of a tick band. `course_figure` is one net's row alone: the course's slide, all
+optimizers on one plot.
+"""
 
 from __future__ import annotations
 
+import math
+import textwrap
+
+import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
@@ -12,24 +24,51 @@ from harness import analysis
 from harness.report.common import Skipped, fixed_text
 from harness.style import (
     BAND_ALPHA,
-    LEGEND_DROP_PT,
+    LEGEND_ROWS,
     LOSS_NAMES,
     METRIC_LABELS,
     X_LABELS,
     is_percent,
+    legend_column_width,
+    line_style,
     log_label,
     log_y,
-    logit_percent_y,
     lr_text,
     net_order,
     net_title,
-    new_figure,
-    scale,
     seeds_text,
     setting_order,
     setting_styles,
     styled,
 )
+
+X_WORDS = {"iteration": "iterations", "epoch": "epochs", "time_s": "training time"}
+FINAL_STRETCH = 0.25  # the share of the run the right-hand panels zoom into
+ROW_HEIGHT, FULL_WIDTH, ZOOM_WIDTH = 2.9, 4.6, 3.2
+
+
+def plotted(metric: str, values):
+    """What is drawn for a metric's values: error in % (100 - accuracy) for an accuracy, the
+    value itself otherwise; always on a log axis."""
+    return (1.0 - values) * 100.0 if is_percent(metric) else values
+
+
+def plotted_label(metric: str) -> str:
+    label = METRIC_LABELS.get(metric, metric)
+    if is_percent(metric):
+        label = label.replace("accuracy (%)", "error (%, 100 - accuracy)")
+    return log_label(label)
+
+
+def _final_text(metric: str, value: float) -> str:
+    return f"{value:.2f} %" if is_percent(metric) else f"{value:.3g}"
+
+
+def _x_label(x: str) -> str:
+    label = X_LABELS.get(x, x)
+    if x == "time_s":  # a stacked run records its whole stack's time
+        label += ";\na stacked run's is its whole stack's"
+    return label
 
 
 @styled
@@ -40,85 +79,136 @@ def convergence_figure(
     x: str = "iteration",
     batch_size: int | None = None,
     by: str | None = None,
-    accuracy_scale: str = "logit",
 ) -> Figure:
-    """One panel per net, one curve per setting (each optimizer, and any other key that varies)
-    at its best learning rate (by `by`, mean over seeds): `metric` against `x` (iteration, epoch
-    or time_s), the mean over seeds as a line and their min-max as a band. Losses on a log
-    scale; accuracies in % on a logit scale (default: it spreads out both the first rise from
-    10 % and the last tenths of a per cent; or "linear"). A curve with a diverged seed ends
-    where that seed stopped, marked with a cross."""
+    """A row per net, one curve per setting (each optimizer, and any other key that varies) at
+    its best learning rate (by `by`, mean over seeds): `metric` against `x` (iteration, epoch
+    or time_s), the mean over seeds as a line and their min-max as a band; the final stretch
+    zoomed beside it, and the settings ranked by their final mean. A curve with a diverged seed
+    ends where that seed stopped, marked with a cross."""
+    bands, configs = _bands(runs, curves, metric, x, batch_size, by)
+    rows = [(net, metric, bands) for net in net_order(bands)]
+    name = METRIC_LABELS.get(metric, metric).split(" (")[0]
+    if "loss" in metric:
+        name += f" ({LOSS_NAMES.get(analysis.quality(runs), 'loss')})"
+    shown = "as error on a log axis" if is_percent(metric) else "on a log axis"
+    what = f"{name.capitalize()} against {X_WORDS.get(x, x)}, drawn {shown}"
+    return _figure(runs, curves, configs, rows, x, what, title=lambda net, _: net_title(bands, net))
+
+
+@styled
+def course_figure(runs: pd.DataFrame, curves: pd.DataFrame, net: str) -> Figure:
+    """The course's slide of one net: every optimizer on one plot, the training loss above and
+    the test quality (accuracies as error) below, each setting at its best learning rate."""
+    rows = []
+    for metric in ("train_loss", f"test_{analysis.quality(runs)}"):
+        bands, configs = _bands(runs, curves, metric, "iteration", None, None)
+        if net not in set(bands["net"]):
+            raise Skipped(f"no '{metric}' curves of {net}")
+        rows.append((net, metric, bands))
+    what = f"{net_title(rows[0][2], net)}: every optimizer against iterations, on log axes"
+    return _figure(runs, curves, configs, rows, "iteration", what, lambda _, m: _row_name(m))
+
+
+def _row_name(metric: str) -> str:
+    return plotted_label(metric).split(" (")[0]
+
+
+def _bands(runs, curves, metric, x, batch_size, by) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(curve bands of the best configs, those configs) of `metric` against `x`."""
     if curves.empty or not (curves["metric"] == metric).any():
         raise Skipped(f"the sweep has no '{metric}' curves")
     batch_size, configs = analysis.best_at_reference_batch(runs, by, batch_size)
     bands = analysis.curve_bands(runs, curves, configs, metric, x)
     if bands.empty:
         raise Skipped(f"no '{metric}' curves at batch size {batch_size}")
-    k = scale(metric)
-    nets = net_order(bands)
-    styles = setting_styles(bands)
+    return bands, configs
+
+
+def _figure(runs, curves, configs, rows, x, what, title) -> Figure:
+    """A row per (net, metric, bands) of `rows`: the whole run, the final stretch, the ranked
+    legend; `title(net, metric)` names a row."""
     tuning = set(curves.loc[curves["metric"] == "momentum", "config_id"])  # they set their lr
-    fig, axes = new_figure(len(nets), sharey=False)
-    for ax, net in zip(axes[0], nets, strict=True):
-        panel = bands[bands["net"] == net]
-        handles, labels = [], []
-        for setting in setting_order(panel):
-            line = panel[panel["setting"] == setting].sort_values(x)
-            style = styles[setting]
-            ax.fill_between(
-                line[x],
-                line["min"] * k,
-                line["max"] * k,
-                color=style["color"],
-                alpha=BAND_ALPHA,
-                lw=0,
-            )
-            (handle,) = ax.plot(
-                line[x], line["mean"] * k, color=style["color"], ls=style["ls"], lw=1.6
-            )
-            first = line.iloc[0]
-            tuned = first["config_id"] in tuning
-            label = f"{setting}, lr {'tuned' if tuned else lr_text(first['lr'])}"
-            if first["n_diverged"]:
-                ax.plot(
-                    line[x].iloc[-1:], line["mean"].iloc[-1:] * k, "x", color=style["color"], ms=8
-                )
-                label += f" ({first['n_diverged']}/{first['n_seeds']} diverged)"
-            handles.append(handle)
-            labels.append(label)
-        ax.set_title(net_title(bands, net))
-        ax.set_xlabel(X_LABELS.get(x, x))
-        ax.xaxis.set_major_locator(MaxNLocator(5))  # long runs: 20000 needs room
-        if not is_percent(metric):
-            log_y(ax)
-        elif accuracy_scale == "logit":
-            logit_percent_y(ax, panel[["min", "max"]].to_numpy() * k)
-        ax.legend(
-            handles,
-            labels,
-            loc="upper center",
-            # Below the tick labels and the x label, whatever the panel's height (a fraction
-            # of the axes would cover the label of a short panel).
-            bbox_to_anchor=(0.5, 0),
-            bbox_transform=offset_copy(ax.transAxes, fig=fig, y=-LEGEND_DROP_PT, units="points"),
-            ncols=1 if len(handles) > 3 else len(handles),
-            frameon=False,
-            fontsize=8.5,
-            handlelength=2.2,
-        )
-    ylabel = METRIC_LABELS.get(metric, metric)
-    if is_percent(metric) and accuracy_scale == "logit":
-        ylabel = ylabel.replace("(%)", "(%, logit scale)")
-    elif not is_percent(metric):
-        ylabel = log_label(ylabel)
-    axes[0, 0].set_ylabel(ylabel)
-    name = METRIC_LABELS.get(metric, metric).split(" (")[0]
-    if "loss" in metric:
-        name += f" ({LOSS_NAMES.get(analysis.quality(runs), 'loss')})"
-    fig.suptitle(
-        f"{name.capitalize()} against {x.replace('_s', '')}s: each setting at its best "
-        f"learning rate, {analysis.selection_text(runs)} "
-        f"({fixed_text(analysis.runs_of(runs, configs))})\n"
-        f"line: mean over {seeds_text(bands['n_seeds'])}, band: min-max over seeds"
+    settings = max(bands["setting"].nunique() for _, _, bands in rows)
+    styles = setting_styles(pd.concat([bands for _, _, bands in rows]))  # one per setting
+    columns = math.ceil(settings / LEGEND_ROWS)
+    height = max(ROW_HEIGHT, 0.19 * min(settings, LEGEND_ROWS))
+    longest = max(len(s) for _, _, bands in rows for s in bands["setting"].astype(str))
+    legend = columns * legend_column_width(longest + len(", lr 0.000123: 12.34 %") + 4)
+    fig = Figure(
+        figsize=(FULL_WIDTH + ZOOM_WIDTH + legend, height * len(rows) + 1.0), layout="constrained"
     )
+    axes = fig.subplots(len(rows), 2, squeeze=False, width_ratios=(FULL_WIDTH, ZOOM_WIDTH))
+    for (full, zoom), (net, metric, bands) in zip(axes, rows, strict=True):
+        _draw_row(full, zoom, bands[bands["net"] == net], styles, tuning, metric, x, columns)
+        full.set_title(title(net, metric), loc="left")
+        zoom.set_title("final stretch (last quarter)", loc="left", fontsize=9)
+        full.set_ylabel(plotted_label(metric))
+    axes[-1, 0].set_xlabel(_x_label(x))  # the zoom shares its axis: its title says which part
+    n_seeds = pd.concat([bands["n_seeds"] for _, _, bands in rows])
+    text = (
+        f"{what}: each setting at its best learning rate, {analysis.selection_text(runs)} "
+        f"({fixed_text(analysis.runs_of(runs, configs))}). Line: mean over "
+        f"{seeds_text(n_seeds)}, band: min-max over seeds; settings ranked by their final mean "
+        "(best first)."
+    )
+    width_chars = int(fig.get_figwidth() * 11)  # about 11 characters per inch at 12 pt
+    fig.suptitle("\n".join(textwrap.wrap(text, width_chars)))
     return fig
+
+
+def _draw_row(full, zoom, panel, styles, tuning, metric, x, columns) -> None:
+    """One net: every setting's band and mean line on both panels, the zoom's limits, and the
+    legend beside the zoom, ranked by final mean."""
+    # the last quarter of the typical line (lines against time end at different x: a stack's
+    # runs together, a run trained alone later or sooner)
+    ends = panel.groupby("setting")[x].max()
+    end, typical = ends.max(), ends.median()
+    start = typical - FINAL_STRETCH * (typical - panel[x].min())
+    entries, stretch = [], []
+    for setting in setting_order(panel):
+        line = panel[panel["setting"] == setting].sort_values(x)
+        style = styles[setting]
+        low, high, mean = (plotted(metric, line[c]) for c in ("min", "max", "mean"))
+        low, high = np.minimum(low, high), np.maximum(low, high)  # error flips min and max
+        for ax in (full, zoom):
+            ax.fill_between(line[x], low, high, color=style["color"], alpha=BAND_ALPHA, lw=0)
+            (handle,) = ax.plot(line[x], mean, lw=1.6, **line_style(style))
+        first = line.iloc[0]
+        if first["n_diverged"]:
+            for ax in (full, zoom):
+                ax.plot(line[x].iloc[-1:], mean.iloc[-1:], "x", color=style["color"], ms=8)
+        final = float(mean.iloc[-1])
+        tuned = first["config_id"] in tuning
+        label = f"{setting}, lr {'tuned' if tuned else lr_text(first['lr'])}: "
+        label += _final_text(metric, final)
+        if first["n_diverged"]:
+            label += f" ({first['n_diverged']}/{first['n_seeds']} diverged)"
+        # a curve that stopped early (a seed diverged) ranks after every curve that did not
+        rank = (bool(first["n_diverged"]), final if math.isfinite(final) else math.inf)
+        entries.append((rank, handle, label))
+        inside = line[x] >= start
+        stretch += [*low[inside], *mean[inside]]
+    for ax in (full, zoom):
+        log_y(ax)
+        ax.xaxis.set_major_locator(MaxNLocator(5))
+    finite = np.array([v for v in stretch if np.isfinite(v) and v > 0])
+    zoom.set_xlim(start, end)
+    if finite.size:
+        # the zoom spans the final stretch's values of the lines that go on to the end, with a
+        # margin; a line far above the others leaves through the top
+        low, high = finite.min(), np.quantile(finite, 0.9)
+        zoom.set_ylim(low / 1.08, high * 1.15)
+    entries.sort(key=lambda e: e[0])
+    zoom.legend(
+        [h for _, h, _ in entries],
+        [f"{i}. {text}" for i, (_, _, text) in enumerate(entries, start=1)],
+        loc="upper left",
+        # clear of the last x tick label, which reaches past the panel's right edge
+        bbox_to_anchor=(1.0, 1.0),
+        bbox_transform=offset_copy(zoom.transAxes, fig=zoom.figure, x=20, units="points"),
+        ncols=columns,
+        frameon=False,
+        fontsize=8,
+        handlelength=1.8,
+        borderaxespad=0.0,
+    )

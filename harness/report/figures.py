@@ -4,6 +4,7 @@ what it shows."""
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Sequence
 
 import pandas as pd
@@ -11,7 +12,7 @@ from matplotlib.figure import Figure
 
 from harness import analysis, tuning_curves
 from harness.report.common import Skipped
-from harness.report.convergence import convergence_figure
+from harness.report.convergence import convergence_figure, course_figure
 from harness.report.profiles import performance_profile_figure
 from harness.report.sensitivity import (
     batch_size_figure,
@@ -22,7 +23,11 @@ from harness.report.sensitivity import (
 from harness.report.time_to_target import time_to_target_by_batch_figure, time_to_target_figure
 from harness.report.tuned_hyperparameters import tuned_hyperparameters_figure
 from harness.report.tuning_curves import tuning_curve_figure
+from harness.style import net_order
 
+# The course's figure of each net is named course_<net>.
+COURSE_PREFIX = "course_"
+COURSE_TITLE = "the course's figure of one net: every optimizer, training loss and test quality"
 FIGURES = {
     "convergence_train_loss": "training loss against iterations",
     "convergence_test_accuracy": "test accuracy against iterations",
@@ -41,6 +46,8 @@ FIGURES = {
 
 def figure_title(name: str) -> str:
     """What a figure of the report shows (a config key's figure is named by the key)."""
+    if name.startswith(COURSE_PREFIX):
+        return f"{COURSE_TITLE} ({name.removeprefix(COURSE_PREFIX)})"
     return FIGURES.get(name, f"final and best test accuracy against {name}")
 
 
@@ -77,6 +84,10 @@ def make_figures(
         return make
 
     makers = {
+        f"{COURSE_PREFIX}{_file_name(net)}": functools.partial(course_figure, runs, curves, net)
+        for net in nets_of(runs)
+    }
+    makers |= {
         "convergence_train_loss": lambda: convergence_figure(runs, curves, "train_loss"),
         f"convergence_test_{q}": lambda: convergence_figure(runs, curves, f"test_{q}"),
         "convergence_time": lambda: convergence_figure(runs, curves, f"test_{q}", x="time_s"),
@@ -102,6 +113,17 @@ def make_figures(
         except Skipped as exc:
             figures[name] = exc
     return figures
+
+
+def nets_of(runs: pd.DataFrame) -> list[str]:
+    """The nets of the sweep, shallowest first (their course figures come first)."""
+    labelled = analysis.with_net(runs)
+    return net_order(labelled.drop_duplicates("net"))
+
+
+def _file_name(label: str) -> str:
+    """'mlp: hidden=[100, 100]' -> 'mlp_hidden_100_100': a label as part of a file name."""
+    return re.sub(r"[^A-Za-z0-9.-]+", "_", label).strip("_")
 
 
 def _tuning_curves(runs: pd.DataFrame, tuned: Sequence[str] | None) -> pd.DataFrame:

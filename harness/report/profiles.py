@@ -13,7 +13,7 @@ from harness import analysis
 from harness.report.common import Skipped
 from harness.style import (
     PROFILE_LABELS,
-    legend_below,
+    figure_legend,
     new_figure,
     optimizer_color,
     optimizer_order,
@@ -33,7 +33,10 @@ def _profile_ticks(tau_max: float) -> list[float]:
         return [1, 1.25, 1.5, 2, 3, 4]
     if tau_max <= 16:
         return [1, 1.5, 2, 4, 8, 16]
-    return [2.0**k for k in range(int(np.ceil(np.log2(tau_max))) + 1)]
+    # powers of 2, every `stride`-th: at most 6 labels, which a panel's width holds
+    top = int(np.ceil(np.log2(tau_max)))
+    stride = -(-(top + 1) // 6)
+    return [2.0**k for k in range(0, top + 1, stride)]
 
 
 @styled
@@ -84,7 +87,7 @@ def performance_profile_figure(
         Line2D([], [], color=optimizer_color(n), lw=_profile_width(i, len(names)))
         for i, n in enumerate(names)
     ]
-    legend_below(fig, handles, names)
+    figure_legend(fig, handles, names)
     fig.suptitle(
         "Performance profiles: problems = net and any other key that varies, each optimizer at "
         "its best "

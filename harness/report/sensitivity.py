@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import NullFormatter
+from matplotlib.ticker import NullFormatter, NullLocator
 
 from harness import analysis
 from harness.report.common import Skipped, fixed_text
@@ -25,6 +25,7 @@ from harness.style import (
     net_order,
     net_title,
     new_figure,
+    point_style,
     scale,
     seeds_text,
     setting_order,
@@ -79,7 +80,7 @@ def lr_sensitivity_figure(
                 ok = points[points["n_diverged"] == 0]
                 mean = ok[f"{metric}_mean"] * k
                 err = [mean - ok[f"{metric}_min"] * k, ok[f"{metric}_max"] * k - mean]
-                ax.errorbar(ok["lr"], mean, yerr=err, ms=4, lw=1.4, capsize=3, **style)
+                ax.errorbar(ok["lr"], mean, yerr=err, ms=4, lw=1.4, capsize=3, **point_style(style))
                 bad = points[points["n_diverged"] > 0]
                 _mark_diverged(
                     ax,
@@ -135,15 +136,29 @@ def _axis_scale(ax, xs: Sequence[float], key: str) -> None:
         ax.set_xscale("log", base=2)
         ax.set_xticks(xs, [str(int(x)) for x in xs])
         ax.xaxis.set_minor_formatter(NullFormatter())
+    elif key == analysis.MOMENTUM_KEY and min(xs) >= 0 and max(xs) < 1:
+        # 1 / (1 - mu), the steps a gradient lives on, on a log axis: 0.9, 0.95 and 0.99 spread
+        # out as 10, 20 and 100 steps do
+        ax.set_xscale("function", functions=(_momentum_horizon, _momentum_of_horizon))
+        ax.set_xticks(xs, [f"{x:g}" for x in xs])
+        ax.xaxis.set_minor_locator(NullLocator())
     elif _spans_decades(xs):
         ax.set_xscale("log")
     elif len(xs) <= 8:
         ax.set_xticks(xs, [f"{x:g}" for x in xs])
 
 
+def _momentum_horizon(mu):
+    return -np.log10(1 - np.clip(np.asarray(mu, dtype=float), 0.0, 1 - 1e-9))
+
+
+def _momentum_of_horizon(h):
+    return 1 - 10.0 ** -np.asarray(h, dtype=float)
+
+
 AXIS_LABELS = {
     analysis.BATCH_KEY: "batch size (examples per step, log scale)",
-    analysis.MOMENTUM_KEY: "momentum μ",
+    analysis.MOMENTUM_KEY: "momentum μ (axis: log of 1 / (1 − μ))",
 }
 
 
@@ -181,7 +196,15 @@ def axis_figure(table: pd.DataFrame, key: str, metrics: Sequence[str], title: st
                 points = points[np.isfinite(points[f"{metric}_mean"].astype(float))]
                 mean = points[f"{metric}_mean"] * k
                 err = [mean - points[f"{metric}_min"] * k, points[f"{metric}_max"] * k - mean]
-                ax.errorbar(points["x"], mean, yerr=err, ms=4, lw=1.4, capsize=3, **styles[line])
+                ax.errorbar(
+                    points["x"],
+                    mean,
+                    yerr=err,
+                    ms=4,
+                    lw=1.4,
+                    capsize=3,
+                    **point_style(styles[line]),
+                )
             _axis_scale(ax, xs, key)
             if metric.endswith("_s") and _spans_decades(xs):
                 log_y(ax)  # times against sizes over decades: log-log, a slope of 1 is linear
@@ -281,7 +304,13 @@ def effective_step_figure(runs: pd.DataFrame, metric: str | None = None) -> Figu
             mean = points[f"{metric}_mean"] * k
             err = [mean - points[f"{metric}_min"] * k, points[f"{metric}_max"] * k - mean]
             ax.errorbar(
-                points["effective_step"], mean, yerr=err, ms=4, lw=1.2, capsize=2, **styles[curve]
+                points["effective_step"],
+                mean,
+                yerr=err,
+                ms=4,
+                lw=1.2,
+                capsize=2,
+                **point_style(styles[curve]),
             )
         ax.set_xscale("log")
         ax.set_title(net_title(table, net))

@@ -41,6 +41,9 @@ def time_to_target_figure(
         raise Skipped(f"no run reached {target_text(target, quality, split)}")
     nets = net_order(target_summary)
     fig, axes = new_figure(len(nets), len(measures))
+    # a bar's label needs its line: panels grow with the settings they list
+    bars = int(target_summary.groupby("net")["setting"].nunique().max())
+    fig.set_figheight(max(fig.get_figheight(), len(measures) * (0.22 * bars + 1.0) + 0.9))
     for row, measure in enumerate(measures):
         fastest = analysis.fastest_configs(target_summary, measure)
         for col, net in enumerate(nets):

@@ -14,6 +14,7 @@ from harness.style import (
     BAND_ALPHA,
     X_LABELS,
     legend_of_settings,
+    line_style,
     log_label,
     log_y,
     net_order,
@@ -66,7 +67,7 @@ def tuned_hyperparameters_figure(
                     alpha=BAND_ALPHA,
                     lw=0,
                 )
-                ax.plot(line["iteration"], line["mean"], color=style["color"], ls=style["ls"])
+                ax.plot(line["iteration"], line["mean"], **line_style(style))
             if metric == "lr":
                 log_y(ax)
             if row == 0:

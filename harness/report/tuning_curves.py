@@ -12,6 +12,7 @@ from matplotlib.ticker import MaxNLocator
 from harness.report.common import Skipped
 from harness.style import (
     SPLIT_NAMES,
+    figure_legend,
     is_percent,
     log_label,
     log_y,
@@ -62,7 +63,7 @@ def tuning_curve_figure(curves: pd.DataFrame) -> Figure:
     labels = list(styles)
     handles += [Line2D([], [], color="black", ls="-"), Line2D([], [], color="black", ls="--")]
     labels += [f"{chooser} (chooses)", "test (reports)"]
-    fig.legend(handles, labels, loc="outside right center", frameon=False, fontsize=8.5)
+    figure_legend(fig, handles, labels)
     fig.suptitle(
         f"Tuning curves: the trial picked among k of {n} by final {chooser} "
         f"{'accuracy' if percent else what},\nexpected over random orders of the trials; "
