@@ -9,6 +9,7 @@ import platform
 import socket
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -22,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness import engine
 from harness.building import build_optimizer, optimizer_and_schedule
-from harness.errors import ConfigError
+from harness.errors import ConfigError, HarnessError
 from harness.identity import config_hash
 from harness.job import Job
 from harness.problems import Problem
@@ -185,6 +186,7 @@ def prepare(job: Job) -> PreparedRun:
     dtype = DTYPES[cfg.train.dtype]
     setup = load_setup(job, device, dtype)
     init_seed, order_seed = run_seeds(cfg.seed)
+    first_step_check(job, setup)
     torch.manual_seed(cfg.seed)  # anything else random (none in the built-in models)
     generator = torch.Generator().manual_seed(init_seed)
     model = setup.problem.build_model(cfg, setup.data, generator)
@@ -213,11 +215,66 @@ def check(job: Job) -> None:
         raise ConfigError(ONE_STUDY_PER_COMMAND)
     validate_run(cfg, job.problem)
     resolve_device(cfg.device)
-    setup = load_setup(job, torch.device("cpu"), torch.float32)
+    setup = load_setup(job, torch.device("cpu"), DTYPES[cfg.train.dtype])
     probe = torch.nn.ParameterList([torch.nn.Parameter(torch.zeros(1))])
-    optimizer_and_schedule(
+    optimizer_and_schedule(  # every job's values, as the constructors check them
         cfg.optimizer, cfg.schedule, probe.parameters(), setup.schedule.iterations
     )
+    first_step_check(job, setup)
+
+
+# Outcomes of `first_step_check` by what decides them: the optimizer class with its settings
+# that are not real numbers (a learning-rate grid is one check), the schedule, model, data and
+# dtype. A sweep checks each once.
+_FIRST_STEPS: dict[tuple, str | None] = {}
+
+
+def first_step_check(job: Job, setup: Setup) -> None:
+    """Raise a one-line ConfigError if the job's optimizer cannot be built for its model or
+    fails on its first step or evaluation (a third-party optimizer that needs sparse
+    gradients, 2-D parameters only, a state key it never set, ...): a copy of the model is
+    evaluated, takes one step on the first mini-batch and is evaluated again, before anything
+    trains or is written. The global random
+    state is left as it was, so the run computes what it would without the check."""
+    cfg = job.cfg
+    optimizer = OmegaConf.to_container(cfg.optimizer, resolve=True)
+    settings = {k: v for k, v in optimizer.items() if not isinstance(v, float)}
+    key = (
+        json.dumps(settings, sort_keys=True, default=str),
+        *(OmegaConf.to_yaml(cfg[k], resolve=True) for k in ("schedule", "model")),
+        data_key(cfg),
+        cfg.train.dtype,
+        type(job.problem).__qualname__,
+    )
+    if key not in _FIRST_STEPS:
+        _FIRST_STEPS[key] = _first_step_failure(job, setup)
+    if _FIRST_STEPS[key] is not None:
+        raise ConfigError(f"optimizer {cfg.optimizer.get('_target_')} {_FIRST_STEPS[key]}")
+
+
+def _first_step_failure(job: Job, setup: Setup) -> str | None:
+    problem, data = setup.problem, setup.data
+    device = setup.eval_train_idx.device
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        model = problem.build_model(job.cfg, data, torch.Generator().manual_seed(0))
+        optimizer, scheduler = build_optimizer(job, model, setup.schedule.iterations)
+        rows = torch.arange(min(setup.schedule.batch_size, problem.size(data)), device=device)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                # as the engine does: an evaluation before the first step, and one after it
+                members = engine.Alone(model, optimizer, scheduler, problem, data)
+                members.evaluate("train", rows)
+                members.step(rows)
+                members.evaluate("train", rows)
+        except HarnessError:
+            raise
+        except Exception as exc:  # the optimizer's own error, told in one line
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            return (
+                f"fails on its first step or evaluation here ({type(exc).__name__}: {first[:200]})"
+            )
+    return None
 
 
 def finish(

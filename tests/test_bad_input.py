@@ -78,6 +78,20 @@ CASES = {
         ["optimizer=ranger21"],
         "optimizer.num_iterations has no default in pytorch_optimizer.optimizer.ranger21.Ranger21",
     ),
+    "an optimizer that needs sparse gradients": (
+        ["optimizer=sparseadam"],
+        "optimizer torch.optim.sparse_adam.SparseAdam fails on its first step or evaluation here "
+        "(RuntimeError: SparseAdam does not support dense gradients",
+    ),
+    "an optimizer of 2-D parameters only": (
+        ["optimizer=spectralsphere"],
+        "SpectralSphere fails on its first step or evaluation here (ValueError: SpectralSphere "
+        "only supports 2D parameters)",
+    ),
+    "an optimizer whose eval() fails before a step": (
+        ["optimizer=splus"],
+        "SPlus fails on its first step or evaluation here (KeyError: 'ema')",
+    ),
     "batch of the wrong type": (
         ["train.batch_size=1.5"],
         "train.batch_size must be an integer, got 1.5",
@@ -119,6 +133,10 @@ SWEEP_CASES = {
         "train.batch_size (501) is larger than the training set (500)",
     ),
     "unknown option in one job": (["optimizer=sgd,adamm"], "no config 'optimizer/adamm'"),
+    "an optimizer failing its first step in one job": (
+        ["optimizer=adam,sparseadam"],
+        "SparseAdam fails on its first step or evaluation here",
+    ),
     "validation too large in one job": (
         ["data.val_size=100,59600"],
         "data.val_size (59600) leaves fewer than data.train_size (500)",
