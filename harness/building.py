@@ -5,6 +5,7 @@ runs, stacks and ESGD's pool."""
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -12,6 +13,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import get_method, instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from harness.catalogue import RUN_LENGTH_ARGUMENTS
 from harness.errors import ConfigError, HarnessError
 
 if TYPE_CHECKING:
@@ -87,13 +89,15 @@ def optimizer_and_schedule(
 ):
     """The optimizer of config `node` (its values, then `hyperparameters` over them) over
     `params`, and the LR schedule of config `schedule` for it over a run of `iterations` steps:
-    the one place optimizers and schedules are built (runs, stacks, ESGD's pool). A value the
-    constructors refuse is a ConfigError (one line)."""
+    the one place optimizers and schedules are built (runs, stacks, ESGD's pool). A run-length
+    argument the config leaves null (Ranger21's `num_iterations`) gets `iterations`. A value
+    the constructors refuse is a ConfigError (one line)."""
+    run_length = {k: iterations for k in RUN_LENGTH_ARGUMENTS if k in node and node[k] is None}
     schedule_kwargs = {}
     if schedule.get("T_max", "unset") is None:  # cosine over the run's whole length
         schedule_kwargs["T_max"] = iterations
     try:
-        optimizer = build(node)(params, **hyperparameters)
+        optimizer = _tuples_where_declared(build(node))(params, **run_length, **hyperparameters)
         scheduler = build(schedule)(optimizer, **schedule_kwargs)
     except (ValueError, TypeError) as exc:  # torch's own checks of hyper-parameter values
         raise ConfigError(f"invalid optimizer or schedule setting: {exc}") from None
@@ -104,6 +108,26 @@ def optimizer_and_schedule(
         target = node.get("_target_")
         raise ConfigError(f"optimizer {target} cannot be built here: {first}") from None
     return optimizer, scheduler
+
+
+def _tuples_where_declared(factory: Any) -> Any:
+    """`factory` (a partial of a constructor) with the lists a config holds as tuples where the
+    constructor's default is a tuple (betas, QHAdam's nus): some third-party constructors check
+    isinstance(value, tuple) and read a list as something else."""
+    if not isinstance(factory, functools.partial):
+        return factory
+    try:
+        declared = inspect.signature(factory.func).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return factory
+    keywords = {
+        key: tuple(value)
+        if isinstance(value, list)
+        and isinstance(getattr(declared.get(key), "default", None), tuple)
+        else value
+        for key, value in factory.keywords.items()
+    }
+    return functools.partial(factory.func, *factory.args, **keywords)
 
 
 def build_optimizer(job: Job, model: torch.nn.Module, iterations: int):

@@ -10,8 +10,9 @@ unchanged); the Hydra config source hydra_plugins/harness_catalogue serves the r
 Names: torch.optim's classes in lower case (`lbfgs`, `rprop`, ...); schedulefree's as
 `schedulefree_<class>` (`schedulefree_adamw`); pytorch-optimizer's as the package names them
 (`lion`, `adan`, `soap`, ...), with `pto_` in front where torch.optim has the name already
-(`pto_adamax` is pytorch-optimizer's AdaMax). A constructor argument without a default (Ranger21's
-`num_iterations`) is left `???`: the run says which key to set.
+(`pto_adamax` is pytorch-optimizer's AdaMax). A constructor argument without a default is left
+`???` (the run says which key to set), but for the run's length (Ranger21's `num_iterations`):
+null, which the run fills with its number of steps.
 
 Importing pytorch-optimizer costs about 2 s, so nothing here imports a package until a name
 outside the curated files is asked for.
@@ -30,6 +31,9 @@ import torch
 # Constructor arguments that are not hyper-parameters: what the harness passes or decides.
 NOT_HYPERPARAMETERS = {"self", "params", "foreach", "fused", "capturable", "differentiable"}
 MISSING = "???"
+# Constructor arguments without a default that the run supplies when the config leaves them
+# null: its length in optimizer steps (Ranger21 plans its warm-up and warm-down by it).
+RUN_LENGTH_ARGUMENTS = ("num_iterations",)
 PREFIX_SHADOWED = "pto_"
 PREFIX_SCHEDULEFREE = "schedulefree_"
 
@@ -98,7 +102,8 @@ def _yaml_value(value: Any) -> Any:
 
 def hyperparameters(cls: Callable) -> dict[str, Any]:
     """The keyword arguments of `cls`'s constructor with their defaults (MISSING where there is
-    none), in the constructor's order; *args, **kwargs and NOT_HYPERPARAMETERS left out."""
+    none; None for RUN_LENGTH_ARGUMENTS, which the run supplies), in the constructor's order;
+    *args, **kwargs and NOT_HYPERPARAMETERS left out."""
     found = {}
     for name, parameter in inspect.signature(cls).parameters.items():
         if name in NOT_HYPERPARAMETERS or parameter.kind in (
@@ -107,7 +112,10 @@ def hyperparameters(cls: Callable) -> dict[str, Any]:
         ):
             continue
         default = parameter.default
-        found[name] = MISSING if default is parameter.empty else _yaml_value(default)
+        if default is parameter.empty:
+            found[name] = None if name in RUN_LENGTH_ARGUMENTS else MISSING
+        else:
+            found[name] = _yaml_value(default)
     return found
 
 

@@ -75,8 +75,8 @@ CASES = {
         "optimizer pytorch_optimizer.optimizer.muon.muon.Muon cannot be built here: ",
     ),
     "a catalogue optimizer's argument without a default": (
-        ["optimizer=ranger21"],
-        "optimizer.num_iterations has no default in pytorch_optimizer.optimizer.ranger21.Ranger21",
+        ["optimizer=bsam"],
+        "optimizer.num_data has no default in pytorch_optimizer.optimizer.sam.BSAM",
     ),
     "an optimizer that needs sparse gradients": (
         ["optimizer=sparseadam"],

@@ -11,8 +11,8 @@ from hydra.utils import get_class
 from omegaconf import OmegaConf
 
 from conftest import CONF_DIR, REPO, compose_config
-from harness.building import build
-from harness.catalogue import NOT_HYPERPARAMETERS, catalogue
+from harness.building import build, optimizer_and_schedule
+from harness.catalogue import NOT_HYPERPARAMETERS, RUN_LENGTH_ARGUMENTS, catalogue
 
 CURATED = sorted(p.stem for p in (CONF_DIR / "optimizer").glob("*.yaml"))
 # Names the catalogue must hold: the optimizers a user asks about (issue 18), by package.
@@ -64,7 +64,9 @@ def test_every_catalogue_name_composes_with_every_default_spelled_out():
         }
         assert [k for k in cfg.optimizer if not k.startswith("_")] == list(expected), name
         for key, parameter in expected.items():
-            if parameter.default is parameter.empty:
+            if parameter.default is parameter.empty and key in RUN_LENGTH_ARGUMENTS:
+                assert cfg.optimizer[key] is None, (name, key)  # the run supplies it
+            elif parameter.default is parameter.empty:
                 assert OmegaConf.is_missing(cfg.optimizer, key), (name, key)
 
 
@@ -77,6 +79,21 @@ def test_a_catalogue_optimizer_is_overridden_like_a_file_and_builds():
     assert list(optimizer.param_groups[0]["betas"]) == [0.8, 0.95]
     ranger = compose_config(["optimizer=ranger21", "optimizer.num_iterations=100"])
     assert ranger.optimizer.num_iterations == 100 and "lookahead_merge_time" in ranger.optimizer
+
+
+@pytest.mark.parametrize("iterations", [100, 400])
+def test_ranger21_plans_its_warm_down_by_the_runs_length_unless_told(iterations):
+    """Ranger21's num_iterations (no default) is the run's number of steps when the config
+    leaves it null, and the config's value when it sets one."""
+    cls = catalogue()["ranger21"]
+    for overrides, steps in (([], iterations), (["optimizer.num_iterations=50"], 50)):
+        cfg = compose_config(["optimizer=ranger21", *overrides])
+        net = torch.nn.Linear(3, 2)
+        optimizer, _ = optimizer_and_schedule(
+            cfg.optimizer, cfg.schedule, net.parameters(), iterations
+        )
+        expected = cls(torch.nn.Linear(3, 2).parameters(), num_iterations=steps)
+        assert optimizer.start_warm_down == expected.start_warm_down, overrides
 
 
 def test_harness_optimizers_lists_files_then_the_catalogue():
@@ -92,3 +109,13 @@ def test_harness_optimizers_lists_files_then_the_catalogue():
     assert any(
         line.split()[:2] == ["lion", "pytorch_optimizer.optimizer.lion.Lion"] for line in out
     )
+
+
+def test_a_tuple_argument_given_as_a_list_is_built_as_the_constructor_declares_it():
+    """QHAdam checks isinstance(nus, tuple): the config's list [0.7, 1.0] is passed as a tuple."""
+    cfg = compose_config(["optimizer=qhadam", "optimizer.nus=[0.7,1.0]"])
+    net = torch.nn.Linear(3, 2)
+    optimizer, _ = optimizer_and_schedule(cfg.optimizer, cfg.schedule, net.parameters(), 10)
+    assert optimizer.param_groups[0]["nus"] == (0.7, 1.0)
+    net(torch.ones(4, 3)).sum().backward()
+    optimizer.step()  # one quasi-hyperbolic step with both discount factors
