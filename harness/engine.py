@@ -100,9 +100,10 @@ class Members(Protocol):
         `rows`; their K mini-batch losses before the step, on the device (no synchronisation)."""
         ...
 
-    def evaluate(self, split: str, rows: torch.Tensor | None) -> list[dict[str, float]]:
-        """The problem's metrics of each member on `rows` of the training data (split "train")
-        or on a held-out split (rows None), at the point each optimizer reports."""
+    def evaluate(self, splits: dict[str, torch.Tensor | None]) -> list[dict[str, float]]:
+        """The problem's metrics of each member, as <split>_<metric>, on each split of `splits`:
+        "train" with the training rows to measure, a held-out split ("val", "test") with None;
+        at the point each optimizer reports (one switch to its eval mode for all of them)."""
         ...
 
     def hyperparameters(self) -> list[dict[str, float]]:
@@ -135,10 +136,13 @@ class Alone:
         self.scheduler.step()
         return loss.view(1)
 
-    def evaluate(self, split: str, rows: torch.Tensor | None) -> list[dict[str, float]]:
+    def evaluate(self, splits: dict[str, torch.Tensor | None]) -> list[dict[str, float]]:
+        metrics = {}
         self.model.eval()
-        with evaluation_mode(self.optimizer, self.needs):
-            metrics = self.problem.evaluate(self.model, self.data, split, rows)
+        with evaluation_mode(self.optimizer, self.needs):  # Schedule-Free: its average, once
+            for split, rows in splits.items():
+                found = self.problem.evaluate(self.model, self.data, split, rows)
+                metrics |= {f"{split}_{name}": value for name, value in found.items()}
         self.model.train()
         return [metrics]
 
@@ -151,17 +155,17 @@ class Alone:
 
 def train(
     members: Members,
-    held_out: Sequence[str],
+    problem: Problem,
+    data: Any,
     eval_train_idx: torch.Tensor,
     schedule: Schedule,
     order_generator: torch.Generator,
-    n: int,
     divergence_factors: Sequence[float | None] | None = None,
     progress: bool = False,
 ) -> list[Outcome]:
-    """Train `members` for `schedule.iterations` steps on mini-batches of the `n` training rows,
+    """Train `members` for `schedule.iterations` steps on mini-batches of `problem`'s `data`,
     evaluating every `schedule.eval_every` (their metrics on the `eval_train_idx` rows of the
-    training data and on each `held_out` split, recorded as train_<metric>, val_<metric>,
+    training data and on each held-out split, recorded as train_<metric>, val_<metric>,
     test_<metric>). One Outcome per member, in their order.
 
     A member whose loss diverges (see Schedule.divergence_factor; `divergence_factors` gives
@@ -169,6 +173,7 @@ def train(
     it neither slows down nor disturbs the others.
     """
     k, log_every = len(members), schedule.log_every
+    n, held_out = problem.size(data), problem.held_out(data)
     factors = divergence_factors or [schedule.divergence_factor] * k
     steps_per_epoch = n // schedule.batch_size  # the last incomplete batch is dropped
     recorders = [Recorder(steps_per_epoch) for _ in range(k)]
@@ -180,12 +185,10 @@ def train(
 
     def evaluation(iteration: int) -> list[float]:
         """Record every active member's metrics; their training losses."""
-        splits = {"train": members.evaluate("train", eval_train_idx)}
-        splits |= {split: members.evaluate(split, None) for split in held_out}
+        found = members.evaluate({"train": eval_train_idx} | dict.fromkeys(held_out))
         for j, i in enumerate(active):
-            metrics = {f"{s}_{name}": v for s, m in splits.items() for name, v in m[j].items()}
-            recorders[i].add(iteration, train_time, **metrics)
-        return [m["loss"] for m in splits["train"]]
+            recorders[i].add(iteration, train_time, **found[j])
+        return [metrics["train_loss"] for metrics in found]
 
     def drop_diverging(values: list[float], iteration: int) -> None:
         nonlocal active, losses

@@ -264,9 +264,9 @@ def _first_step_failure(job: Job, setup: Setup) -> str | None:
                 warnings.simplefilter("ignore")
                 # as the engine does: an evaluation before the first step, and one after it
                 members = engine.Alone(model, optimizer, scheduler, problem, data)
-                members.evaluate("train", rows)
+                members.evaluate({"train": rows})
                 members.step(rows)
-                members.evaluate("train", rows)
+                members.evaluate({"train": rows})
         except HarnessError:
             raise
         except Exception as exc:  # the optimizer's own error, told in one line
@@ -333,11 +333,11 @@ def train_single(run: PreparedRun, progress: bool = False) -> engine.Outcome:
     members = engine.Alone(run.model, run.optimizer, run.scheduler, setup.problem, setup.data)
     (outcome,) = engine.train(
         members,
-        setup.problem.held_out(setup.data),
+        setup.problem,
+        setup.data,
         setup.eval_train_idx,
         setup.schedule,
         run.order_generator(),
-        setup.problem.size(setup.data),
         progress=progress,
     )
     return outcome

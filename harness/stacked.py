@@ -188,8 +188,13 @@ class Stack:
                 scheduler.step()
         return losses
 
-    def evaluate(self, split: str, rows: torch.Tensor | None) -> list[dict[str, float]]:
-        return self.problem.stacked_evaluate(self.stack, self.data, split, rows)
+    def evaluate(self, splits: dict[str, torch.Tensor | None]) -> list[dict[str, float]]:
+        metrics: list[dict[str, float]] = [{} for _ in self.models]
+        for split, rows in splits.items():
+            found = self.problem.stacked_evaluate(self.stack, self.data, split, rows)
+            for mine, values in zip(metrics, found, strict=True):
+                mine |= {f"{split}_{name}": value for name, value in values.items()}
+        return metrics
 
     def hyperparameters(self) -> list[dict[str, float]]:
         return [logged_hyperparameters(o) for o in self.optimizers]
@@ -225,11 +230,11 @@ def train_stack(
     )
     outcomes = engine.train(
         members,
-        setup.problem.held_out(setup.data),
+        setup.problem,
+        setup.data,
         setup.eval_train_idx,
         setup.schedule,
         runs[0].order_generator(),
-        setup.problem.size(setup.data),
         divergence_factors=[r.setup.schedule.divergence_factor for r in stacked],
         progress=progress,
     )

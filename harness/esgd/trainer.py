@@ -60,7 +60,7 @@ class Trainer:
             self.members.step(rows)
 
     def fitness(self) -> list[float]:
-        return [metrics["loss"] for metrics in self.members.evaluate("val", None)]
+        return [metrics["val_loss"] for metrics in self.members.evaluate({"val": None})]
 
     def _tensors(self) -> list[torch.Tensor]:
         return [tensor for tensor, _ in self.members.stack.tensors()]
