@@ -162,8 +162,11 @@ def _draw_row(full, zoom, panel, styles, tuning, metric, x, columns) -> None:
     # the last quarter of the typical line (lines against time end at different x: a stack's
     # runs together, a run trained alone later or sooner)
     ends = panel.groupby("setting")[x].max()
-    end, typical = ends.max(), ends.median()
+    typical = ends.median()
     start = typical - FINAL_STRETCH * (typical - panel[x].min())
+    # a line that runs on far past the typical one (a run many times slower) leaves through
+    # the zoom's right edge instead of squeezing every other line against its left one
+    end = min(ends.max(), typical + 2 * (typical - start))
     entries, stretch = [], []
     for setting in setting_order(panel):
         line = panel[panel["setting"] == setting].sort_values(x)
@@ -186,7 +189,7 @@ def _draw_row(full, zoom, panel, styles, tuning, metric, x, columns) -> None:
         # a curve that stopped early (a seed diverged) ranks after every curve that did not
         rank = (bool(first["n_diverged"]), final if math.isfinite(final) else math.inf)
         entries.append((rank, handle, label))
-        inside = line[x] >= start
+        inside = (line[x] >= start) & (line[x] <= end)
         stretch += [*low[inside], *mean[inside]]
     for ax in (full, zoom):
         log_y(ax)
