@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import numbers
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -84,21 +85,54 @@ class Schedulers:
             scheduler.step()
 
 
+class NoSchedule:
+    """The schedule of an optimizer that works out its own step size (no `lr` to scale)."""
+
+    def step(self) -> None:
+        pass
+
+
+def split_parameters(node: DictConfig, params) -> tuple[Any, DictConfig]:
+    """`params` as the parameter groups the optimizer of `node` asks for in its `param_split`
+    (a harness key, not a constructor argument; the node without it). `hidden_matrices`: the
+    Muon-like optimizers' split, their orthogonalised update for every parameter of two or more
+    dimensions but the last (the classifier head), their AdamW update for the rest (the head,
+    biases), in groups flagged `use_muon` as pytorch-optimizer's Muon family reads them."""
+    rule = node.get("param_split")
+    if rule is None:
+        return params, node
+    node = OmegaConf.masked_copy(node, [k for k in node if k != "param_split"])
+    if rule != "hidden_matrices":
+        raise ConfigError(f"optimizer.param_split must be hidden_matrices or null, got {rule!r}")
+    params = list(params)
+    matrices = [i for i, p in enumerate(params) if p.dim() >= 2][:-1]
+    muon = [params[i] for i in matrices]
+    rest = [p for i, p in enumerate(params) if i not in set(matrices)]
+    groups = [{"params": muon, "use_muon": True}, {"params": rest, "use_muon": False}]
+    return [g for g in groups if g["params"]], node
+
+
 def optimizer_and_schedule(
     node: DictConfig, schedule: DictConfig, params, iterations: int, **hyperparameters: Any
 ):
     """The optimizer of config `node` (its values, then `hyperparameters` over them) over
-    `params`, and the LR schedule of config `schedule` for it over a run of `iterations` steps:
-    the one place optimizers and schedules are built (runs, stacks, ESGD's pool). A run-length
-    argument the config leaves null (Ranger21's `num_iterations`) gets `iterations`. A value
-    the constructors refuse is a ConfigError (one line)."""
+    `params` (split as its `param_split` says), and the LR schedule of config `schedule` for it
+    over a run of `iterations` steps: the one place optimizers and schedules are built (runs,
+    stacks, ESGD's pool). A run-length argument the config leaves null (Ranger21's
+    `num_iterations`) gets `iterations`; an optimizer without a learning rate (validated: the
+    constant schedule) no schedule. A value the constructors refuse is a ConfigError (one
+    line)."""
     run_length = {k: iterations for k in RUN_LENGTH_ARGUMENTS if k in node and node[k] is None}
     schedule_kwargs = {}
     if schedule.get("T_max", "unset") is None:  # cosine over the run's whole length
         schedule_kwargs["T_max"] = iterations
     try:
+        params, node = split_parameters(node, params)
         optimizer = _tuples_where_declared(build(node))(params, **run_length, **hyperparameters)
-        scheduler = build(schedule)(optimizer, **schedule_kwargs)
+        if isinstance(optimizer.param_groups[0].get("lr"), numbers.Real):
+            scheduler = build(schedule)(optimizer, **schedule_kwargs)
+        else:
+            scheduler = NoSchedule()
     except (ValueError, TypeError) as exc:  # torch's own checks of hyper-parameter values
         raise ConfigError(f"invalid optimizer or schedule setting: {exc}") from None
     except ImportError as exc:  # a catalogue optimizer whose own dependency is missing

@@ -31,6 +31,8 @@ import torch
 # Constructor arguments that are not hyper-parameters: what the harness passes or decides.
 NOT_HYPERPARAMETERS = {"self", "params", "foreach", "fused", "capturable", "differentiable"}
 MISSING = "???"
+# Keys of an optimizer config that are the harness's, not the constructor's (harness.building).
+HARNESS_KEYS = ("param_split",)
 # Constructor arguments without a default that the run supplies when the config leaves them
 # null: its length in optimizer steps (Ranger21 plans its warm-up and warm-down by it).
 RUN_LENGTH_ARGUMENTS = ("num_iterations",)
@@ -119,10 +121,21 @@ def hyperparameters(cls: Callable) -> dict[str, Any]:
     return found
 
 
+def parameter_split(cls: type) -> str | None:
+    """The split of the parameters `cls` needs (harness.building.split_parameters), or None:
+    pytorch-optimizer's Muon family reads a `use_muon` flag on each parameter group."""
+    return "hidden_matrices" if "use_muon" in (cls.__doc__ or "") else None
+
+
 def config_of(name: str) -> dict[str, Any] | None:
-    """The optimizer config of `name` (None: no such optimizer in the catalogue)."""
+    """The optimizer config of `name` (None: no such optimizer in the catalogue): its target,
+    the parameter split it needs (if any: `param_split`), then its hyper-parameters."""
     cls = catalogue().get(name)
     if cls is None:
         return None
     target = f"{cls.__module__}.{cls.__qualname__}"
-    return {"_target_": target, "_partial_": True, **hyperparameters(cls)}
+    split = parameter_split(cls)
+    config: dict[str, Any] = {"_target_": target, "_partial_": True}
+    if split is not None:
+        config[HARNESS_KEYS[0]] = split
+    return config | hyperparameters(cls)

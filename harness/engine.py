@@ -14,12 +14,13 @@ import math
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from numbers import Real
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from tqdm.auto import tqdm
 
-from harness.stepping import evaluation_mode, needs_of, take_step
+from harness.stepping import evaluation_mode, failure_reason, needs_of, take_step
 
 if TYPE_CHECKING:
     from harness.problems import Problem
@@ -52,10 +53,11 @@ class Recorder:
 
 @dataclass
 class Outcome:
-    status: str  # "completed" or "diverged"
+    status: str  # "completed", "diverged" or "failed" (its optimizer's step raised)
     recorder: Recorder
-    diverged_at: int | None
+    diverged_at: int | None  # the step at which it diverged or failed
     train_time_s: float  # optimisation only, evaluations excluded (a stack's: all its members')
+    error: str | None = None  # why it failed, in one line
 
 
 def logged_hyperparameters(optimizer: torch.optim.Optimizer) -> dict[str, float]:
@@ -63,7 +65,9 @@ def logged_hyperparameters(optimizer: torch.optim.Optimizer) -> dict[str, float]
     `lr`, plus those an optimizer sets itself and declares in its class attribute
     `tuned_hyperparameters` (YellowFin: lr and momentum)."""
     names = dict.fromkeys(("lr", *getattr(optimizer, "tuned_hyperparameters", ())))
-    return {name: float(optimizer.param_groups[0][name]) for name in names}
+    group = optimizer.param_groups[0]
+    # an optimizer that works out its own step size may hold no number under `lr`
+    return {name: float(group[name]) for name in names if isinstance(group.get(name), Real)}
 
 
 def divergence_limit(factor: float | None, initial_loss: float) -> float:
@@ -110,6 +114,11 @@ class Members(Protocol):
         """What each member's optimizer records at a log step (`logged_hyperparameters`)."""
         ...
 
+    def failures(self) -> dict[int, str]:
+        """The members whose optimizer raised in the last `step` (position -> why, one line):
+        a result of that optimizer, not an error of the harness; the loop drops them."""
+        ...
+
     def keep(self, kept: Sequence[int]) -> None:
         """Go on with the members at positions `kept` only."""
         ...
@@ -124,6 +133,7 @@ class Alone:
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
         self.problem, self.data = problem, data
         self.needs = needs_of(optimizer)
+        self.failed: dict[int, str] = {}
         if self.needs.modes:
             optimizer.train()
 
@@ -132,9 +142,18 @@ class Alone:
 
     def step(self, rows: torch.Tensor) -> torch.Tensor:
         model, data = self.model, self.data
-        loss = take_step(self.optimizer, self.needs, lambda: self.problem.loss(model, data, rows))
+        try:
+            loss = take_step(
+                self.optimizer, self.needs, lambda: self.problem.loss(model, data, rows)
+            )
+        except Exception as exc:  # noqa: BLE001 - the optimizer's failure is the run's result
+            self.failed = {0: failure_reason(exc)}
+            return torch.full((1,), math.nan)
         self.scheduler.step()
         return loss.view(1)
+
+    def failures(self) -> dict[int, str]:
+        return self.failed
 
     def evaluate(self, splits: dict[str, torch.Tensor | None]) -> list[dict[str, float]]:
         metrics = {}
@@ -170,7 +189,8 @@ def train(
 
     A member whose loss diverges (see Schedule.divergence_factor; `divergence_factors` gives
     each member its own) ends with status "diverged", a result, not an error, and is dropped:
-    it neither slows down nor disturbs the others.
+    it neither slows down nor disturbs the others. So does a member whose optimizer raises
+    during training (status "failed", with the reason in its Outcome's `error`).
     """
     k, log_every = len(members), schedule.log_every
     n, held_out = problem.size(data), problem.held_out(data)
@@ -178,6 +198,7 @@ def train(
     steps_per_epoch = n // schedule.batch_size  # the last incomplete batch is dropped
     recorders = [Recorder(steps_per_epoch) for _ in range(k)]
     status, diverged_at = ["completed"] * k, [None] * k
+    errors: list[str | None] = [None] * k
     active = list(range(k))  # member of each position still training
     losses: torch.Tensor | None = None  # the last log_every losses of each position, on the device
     train_time = 0.0
@@ -190,17 +211,23 @@ def train(
             recorders[i].add(iteration, train_time, **found[j])
         return [metrics["train_loss"] for metrics in found]
 
-    def drop_diverging(values: list[float], iteration: int) -> None:
+    def drop(ended: dict[int, str | None], outcome: str, iteration: int) -> None:
+        """End the members at positions `ended` (-> their error, if any) with `outcome`; the
+        others' buffered losses of this log window stay."""
         nonlocal active, losses
-        kept = [j for j, i in enumerate(active) if not diverging(values[j], limits[i])]
-        if len(kept) == len(active):
-            return
-        for j in set(range(len(active))) - set(kept):
-            status[active[j]], diverged_at[active[j]] = "diverged", iteration
+        kept = [j for j in range(len(active)) if j not in ended]
+        for j, error in ended.items():
+            status[active[j]], diverged_at[active[j]] = outcome, iteration
+            errors[active[j]] = error
         active = [active[j] for j in kept]
         if active:
             members.keep(kept)
-            losses = None
+            losses = None if losses is None else losses[kept]
+
+    def drop_diverging(values: list[float], iteration: int) -> None:
+        ended = [j for j, i in enumerate(active) if diverging(values[j], limits[i])]
+        if ended:
+            drop(dict.fromkeys(ended), "diverged", iteration)
 
     limits = [divergence_limit(f, v) for f, v in zip(factors, evaluation(0), strict=True)]
     tic = time.perf_counter()
@@ -211,6 +238,11 @@ def train(
         if losses is None:
             losses = loss.new_zeros(len(active), log_every)
         losses[:, (it - 1) % log_every] = loss
+        failed = members.failures()
+        if failed:
+            drop(dict(failed), "failed", it)
+            if not active:
+                break
 
         # eval_every is a multiple of log_every (validated), so every evaluation is a log point.
         if it % log_every == 0 or it == schedule.iterations:
@@ -229,5 +261,6 @@ def train(
             tic = time.perf_counter()
     bar.close()
     return [
-        Outcome(s, r, d, train_time) for s, r, d in zip(status, recorders, diverged_at, strict=True)
+        Outcome(s, r, d, train_time, e)
+        for s, r, d, e in zip(status, recorders, diverged_at, errors, strict=True)
     ]

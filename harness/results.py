@@ -111,10 +111,26 @@ def run_row(record: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         "diverged_at": record["diverged_at"],
         "train_time_s": record["train_time_s"],
         "wall_time_s": record["wall_time_s"],
+        "engine": record.get("engine"),
+        # its step alone (runs recorded before the calibration: none)
+        "step_time_alone_s": record.get("step_time_alone_s"),
+        "error": record.get("error"),
         "config_hash": record["config_hash"],
         "config": json.dumps(identity, sort_keys=True, default=str),
         "run_dir": str(run_dir),
     }
+
+
+def own_step_time(runs: pd.DataFrame) -> pd.Series:
+    """Seconds per optimizer step of each run on its own: a stacked run's calibration alone
+    (its stack's time is all its members'), else its training time over its steps."""
+    steps = runs["diverged_at"].fillna(runs["iterations"]).astype(float)
+    measured = runs["train_time_s"] / steps
+    if "step_time_alone_s" not in runs:
+        return measured
+    stacked = runs.get("engine", pd.Series(None, index=runs.index)).eq("stacked")
+    alone = pd.to_numeric(runs["step_time_alone_s"], errors="coerce")
+    return measured.where(~stacked | alone.isna(), alone)
 
 
 def with_config_columns(runs: pd.DataFrame) -> pd.DataFrame:
@@ -172,8 +188,7 @@ def load_runs(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
         return pd.DataFrame(columns=[*ID_COLUMNS, "config_id", "status", "run_dir"])
     _require_identities(runs)
     runs = runs.drop(columns=config_keys(runs))  # recomputed over all the loaded runs
-    steps = runs["diverged_at"].fillna(runs["iterations"]).astype(float)
-    runs = runs.assign(step_time_s=runs["train_time_s"] / steps)  # seconds per optimizer step
+    runs = runs.assign(step_time_s=own_step_time(runs))
     if "quality" not in runs:  # tables written before problems named their quality metric
         runs["quality"] = "accuracy"
     runs["quality"] = runs["quality"].fillna("accuracy")
@@ -231,7 +246,17 @@ def load_curves(
     if curves.empty:
         return pd.DataFrame(columns=[*columns, *METRIC_COLUMNS])
     ids = runs[columns]
-    return ids.merge(curves[["run_dir", *METRIC_COLUMNS]], on="run_dir", how="inner")
+    curves = ids.merge(curves[["run_dir", *METRIC_COLUMNS]], on="run_dir", how="inner")
+    if {"engine", "step_time_alone_s"} <= set(runs):
+        # A stacked run's clock is its stack's: its own is its steps times its step alone.
+        by_run = runs.set_index("run_dir")
+        own = by_run["step_time_s"].where(
+            by_run["engine"].eq("stacked") & by_run["step_time_alone_s"].notna()
+        )
+        curves["time_s"] = (curves["iteration"] * curves["run_dir"].map(own)).fillna(
+            curves["time_s"]
+        )
+    return curves
 
 
 def write_table(frame: pd.DataFrame, path: Path) -> None:

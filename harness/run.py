@@ -29,6 +29,7 @@ from harness.job import Job
 from harness.problems import Problem
 from harness.results import METRIC_COLUMNS, write_run
 from harness.stacked_rules import OPTIMIZER_STEP, TORCH_FUSED
+from harness.stepping import failure_reason
 from harness.validate import DTYPES, validate_run
 
 log = logging.getLogger(__name__)
@@ -169,6 +170,7 @@ class PreparedRun:
     order_seed: int
     device: torch.device
     started: float  # time.perf_counter() when preparation began
+    step_time_alone_s: float | None = None  # its step's cost alone (first_step_check's timing)
 
     def order_generator(self) -> torch.Generator:
         """The generator of the run's data order (a fresh one, at the run's start)."""
@@ -202,6 +204,7 @@ def prepare(job: Job) -> PreparedRun:
         order_seed,
         device,
         started,
+        step_time_alone(job, setup),
     )
 
 
@@ -224,9 +227,25 @@ def check(job: Job) -> None:
 
 
 # Outcomes of `first_step_check` by what decides them: the optimizer class with its settings
-# that are not real numbers (a learning-rate grid is one check), the schedule, model, data and
-# dtype. A sweep checks each once.
-_FIRST_STEPS: dict[tuple, str | None] = {}
+# that are not real numbers (a learning-rate grid is one check), the schedule, model, data,
+# dtype and device. A sweep checks (and times) each once: (why it fails or None, s per step).
+_FIRST_STEPS: dict[tuple, tuple[str | None, float | None]] = {}
+# The calibration of a step alone: steps taken before timing (caches, lazy state), then timed.
+WARMUP_STEPS, TIMED_STEPS = 3, 20
+
+
+def _first_step_key(job: Job, setup: Setup) -> tuple:
+    cfg = job.cfg
+    optimizer = OmegaConf.to_container(cfg.optimizer, resolve=True)
+    settings = {k: v for k, v in optimizer.items() if not isinstance(v, float)}
+    return (
+        json.dumps(settings, sort_keys=True, default=str),
+        *(OmegaConf.to_yaml(cfg[k], resolve=True) for k in ("schedule", "model")),
+        data_key(cfg),
+        cfg.train.dtype,
+        str(setup.eval_train_idx.device),
+        type(job.problem).__qualname__,
+    )
 
 
 def first_step_check(job: Job, setup: Setup) -> None:
@@ -234,27 +253,28 @@ def first_step_check(job: Job, setup: Setup) -> None:
     fails on its first step or evaluation (a third-party optimizer that needs sparse
     gradients, 2-D parameters only, a state key it never set, ...): a copy of the model is
     evaluated, takes one step on the first mini-batch and is evaluated again, before anything
-    trains or is written. The global random
-    state is left as it was, so the run computes what it would without the check."""
-    cfg = job.cfg
-    optimizer = OmegaConf.to_container(cfg.optimizer, resolve=True)
-    settings = {k: v for k, v in optimizer.items() if not isinstance(v, float)}
-    key = (
-        json.dumps(settings, sort_keys=True, default=str),
-        *(OmegaConf.to_yaml(cfg[k], resolve=True) for k in ("schedule", "model")),
-        data_key(cfg),
-        cfg.train.dtype,
-        type(job.problem).__qualname__,
-    )
+    trains or is written. If it passes, the copy's step is timed alone (`step_time_alone`).
+    The global random state is left as it was, so the run computes what it would without."""
+    key = _first_step_key(job, setup)
     if key not in _FIRST_STEPS:
-        _FIRST_STEPS[key] = _first_step_failure(job, setup)
-    if _FIRST_STEPS[key] is not None:
-        raise ConfigError(f"optimizer {cfg.optimizer.get('_target_')} {_FIRST_STEPS[key]}")
+        _FIRST_STEPS[key] = _first_steps(job, setup)
+    failure = _FIRST_STEPS[key][0]
+    if failure is not None:
+        raise ConfigError(f"optimizer {job.cfg.optimizer.get('_target_')} {failure}")
 
 
-def _first_step_failure(job: Job, setup: Setup) -> str | None:
+def step_time_alone(job: Job, setup: Setup) -> float | None:
+    """Seconds per optimizer step of the job's model and optimizer trained alone, measured by
+    `first_step_check` (which `prepare` ran): a stack's members share its time, so this is
+    each run's own cost (an optimizer's step differs 100x across the catalogue)."""
+    found = _FIRST_STEPS.get(_first_step_key(job, setup))
+    return None if found is None else found[1]
+
+
+def _first_steps(job: Job, setup: Setup) -> tuple[str | None, float | None]:
     problem, data = setup.problem, setup.data
     device = setup.eval_train_idx.device
+    failed, seconds = None, None
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         model = problem.build_model(job.cfg, data, torch.Generator().manual_seed(0))
         optimizer, scheduler = build_optimizer(job, model, setup.schedule.iterations)
@@ -265,16 +285,32 @@ def _first_step_failure(job: Job, setup: Setup) -> str | None:
                 # as the engine does: an evaluation before the first step, and one after it
                 members = engine.Alone(model, optimizer, scheduler, problem, data)
                 members.evaluate({"train": rows})
-                members.step(rows)
-                members.evaluate({"train": rows})
+                members.step(rows)  # a failing step is told, not raised (a result in training)
+                failed = members.failures().get(0)
+                if failed is None:
+                    members.evaluate({"train": rows})
+                    seconds = _timed_steps(members, rows, device)
         except HarnessError:
             raise
         except Exception as exc:  # the optimizer's own error, told in one line
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            return (
-                f"fails on its first step or evaluation here ({type(exc).__name__}: {first[:200]})"
-            )
-    return None
+            failed = failure_reason(exc)
+    if failed is None:
+        return None, seconds
+    return f"fails on its first step or evaluation here ({failed[:200]})", None
+
+
+def _timed_steps(members: engine.Alone, rows: torch.Tensor, device: torch.device) -> float | None:
+    """Seconds per step of `members` (None if a step fails: training will tell)."""
+    for _ in range(WARMUP_STEPS):
+        members.step(rows)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    tic = time.perf_counter()
+    for _ in range(TIMED_STEPS):
+        members.step(rows)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return None if members.failures() else (time.perf_counter() - tic) / TIMED_STEPS
 
 
 def finish(
@@ -296,6 +332,7 @@ def finish(
             "higher_is_better": problem.higher_is_better,
         },
         "diverged_at": outcome.diverged_at,
+        "error": outcome.error,
         "iterations": iterations,
         "epochs": iterations / outcome.recorder.steps_per_epoch,
         "seed": run.cfg.seed,
@@ -305,6 +342,7 @@ def finish(
         "engine": engine_name,
         "update_path": update_path,
         "train_time_s": outcome.train_time_s,
+        "step_time_alone_s": run.step_time_alone_s,
         "wall_time_s": time.perf_counter() - run.started,
         "device": str(run.device),
         "threads": torch.get_num_threads(),
@@ -357,10 +395,10 @@ def execute_job(job: Job) -> dict[str, Any]:
     run = prepare(job)
     cfg, choices = job.cfg, job.choices
     log.info(
-        "training %s with %s (lr=%g) for %d iterations on %s",
+        "training %s with %s (lr=%s) for %d iterations on %s",
         choices.get("model"),
         choices.get("optimizer"),
-        cfg.optimizer.lr,
+        cfg.optimizer.get("lr"),
         run.setup.schedule.iterations,
         run.device,
     )

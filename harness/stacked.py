@@ -174,19 +174,24 @@ class Stack:
         self.schedulers, self.problem, self.data = list(schedulers), problem, data
         self.stack = (stack_class or stack_of)(self.models)
         self.stepper = StackedOptimizers(self.stack, self.optimizers)
+        self.failed: dict[int, str] = {}
 
     def __len__(self) -> int:
         return len(self.models)
 
     def step(self, rows: torch.Tensor) -> torch.Tensor:
         losses = self.problem.stacked_loss(self.stack, self.data, rows)
-        self.stepper.step()
+        self.failed = self.stepper.step()
         with warnings.catch_warnings():
             # optimizers updated by a stacked rule never call their own step()
             warnings.filterwarnings("ignore", "Detected call of")
-            for scheduler in self.schedulers:
-                scheduler.step()
+            for k, scheduler in enumerate(self.schedulers):
+                if k not in self.failed:
+                    scheduler.step()
         return losses
+
+    def failures(self) -> dict[int, str]:
+        return self.failed
 
     def evaluate(self, splits: dict[str, torch.Tensor | None]) -> list[dict[str, float]]:
         metrics: list[dict[str, float]] = [{} for _ in self.models]

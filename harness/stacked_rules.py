@@ -26,6 +26,7 @@ from torch.optim.optimizer import _get_scalar_dtype
 from harness.errors import HarnessError
 from harness.stacked_model import StackedMLP
 from harness.stacked_module import StackedModule
+from harness.stepping import failure_reason
 
 STACKED_RULE, TORCH_FUSED, OPTIMIZER_STEP = "stacked_rule", "torch_fused", "optimizer_step"
 
@@ -321,23 +322,63 @@ OptimizerFactory = Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]
 def stacking_refusal(make_optimizer: OptimizerFactory, dtype: torch.dtype) -> str | None:
     """Why the optimizers `make_optimizer` builds cannot run their own step() in a stack, or
     None: two steps on a parameter that is a view of a stacked tensor (and whose gradient is a
-    view of a stacked gradient) must leave both views, and must not write into the
-    neighbouring model."""
+    view of a stacked gradient) must leave both views, must not write into the neighbouring
+    model, and must not draw random numbers (Gravity's random initial state)."""
     weights = torch.zeros(2, 3, 4, dtype=dtype)  # two models; the first is probed
     grads = torch.randn(2, 3, 4, dtype=dtype, generator=torch.Generator().manual_seed(0))
     param = torch.nn.Parameter(weights[0])
     param.grad = grads[0]
-    try:
-        optimizer = make_optimizer([param])
-        for _ in range(2):
-            optimizer.step()
-    except Exception as exc:  # any failure on the probe: this class cannot be trusted here
-        return f"it failed on a probe ({type(exc).__name__}: {exc})"
+    with torch.random.fork_rng():
+        drawn_before = torch.random.get_rng_state()
+        try:
+            optimizer = make_optimizer([param])
+            for _ in range(2):
+                optimizer.step()
+        except Exception as exc:  # any failure on the probe: this class cannot be trusted here
+            return f"it failed on a probe ({type(exc).__name__}: {exc})"
+        # Alone, a run's draws follow its own seed; in a stack, its neighbours' steps draw too.
+        if not torch.equal(drawn_before, torch.random.get_rng_state()):
+            return "its step draws torch's global random numbers, which a stack's models share"
     if not _views(param, weights[0], grads[0]):
         return "its step() replaces its parameters' tensors instead of updating them in place"
     if weights[1].any():
         return "its step() wrote outside its own parameters"
+    with torch.random.fork_rng():
+        amplifies = _amplifies_rounding(make_optimizer)
+    if amplifies:
+        return (
+            "its update amplifies float rounding (an eigendecomposition of a low-rank "
+            "statistic): the stack's and a lone run's gradients differ in their last bits"
+        )
     return None
+
+
+ROUNDING = 1e-12  # relative change of the probe's gradients: far above float64's rounding
+AMPLIFIED = 1e-6  # relative change of the parameters above which rounding is amplified
+
+
+def _amplifies_rounding(make_optimizer: OptimizerFactory) -> bool:
+    """Whether gradients that differ by ROUNDING (a stack computes them with other kernels than
+    a lone run, in another order) give parameters that differ by more than AMPLIFIED after a
+    few steps: such an optimizer (SOAP) cannot be exact in a stack."""
+    generator = torch.Generator().manual_seed(1)
+
+    def randn(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, dtype=torch.float64, generator=generator)
+
+    # A layer's gradient has rank <= its batch size: rank one here, as degenerate as they come.
+    grads = [randn(3, 1) @ randn(1, 8) for _ in range(4)]
+    noise = [randn(3, 8) for _ in range(4)]
+    trained = []
+    for scale in (0.0, ROUNDING):
+        param = torch.nn.Parameter(torch.ones(3, 8, dtype=torch.float64))
+        optimizer = make_optimizer([param])
+        for g, n in zip(grads, noise, strict=True):
+            param.grad = g + scale * n * g.abs()
+            optimizer.step()
+        trained.append(param.detach())
+    change = (trained[0] - trained[1]).abs().max() / trained[0].abs().max().clamp_min(1e-30)
+    return bool(change > AMPLIFIED)
 
 
 def _views(param: torch.Tensor, data: torch.Tensor, grad: torch.Tensor) -> bool:
@@ -422,13 +463,20 @@ class StackedOptimizers:
             )
 
     @torch.no_grad()
-    def step(self) -> None:
+    def step(self) -> dict[int, str]:
+        """Update every model; the models whose own optimizer raised (position -> why, one
+        line): their slices may be half-updated, the others' are not touched."""
         self.step_count += 1
         tensors = self._tensors()
+        failed: dict[int, str] = {}
         for (start, stop, key), state in zip(self.slices, self.states, strict=True):
             if key is None:
                 for k in range(start, stop):
-                    self.optimizers[k].step()
+                    try:
+                        self.optimizers[k].step()
+                    except Exception as exc:  # noqa: BLE001 - the optimizer's result
+                        failed[k] = failure_reason(exc)
+                        continue
                     self._check_views(k)
                 continue
             update, scalars_of = RULES[type(self.optimizers[start])]
@@ -441,3 +489,4 @@ class StackedOptimizers:
                 p, g = p[start:stop], g[start:stop]
                 coefficient = functools.partial(coefficients.get, like=p)
                 update(p, g, st, coefficient, self.step_count)
+        return failed

@@ -40,8 +40,17 @@ class Needs:
 
 
 def _requires_closure(cls: type) -> bool:
+    """`step(closure)` without a default, or a default None that the step refuses
+    (pytorch-optimizer's ALIG and SAM family raise its NoClosureError)."""
     parameter = inspect.signature(cls.step).parameters.get("closure")
-    return parameter is not None and parameter.default is inspect.Parameter.empty
+    if parameter is None:
+        return False
+    if parameter.default is inspect.Parameter.empty:
+        return True
+    try:
+        return "NoClosureError" in inspect.getsource(cls.step)
+    except (OSError, TypeError):  # no source to read (a compiled class)
+        return False
 
 
 def _second_order(cls: type) -> bool:
@@ -74,25 +83,43 @@ def take_step(
     optimizer: torch.optim.Optimizer, needs: Needs, batch_loss: Callable[[], torch.Tensor]
 ) -> torch.Tensor:
     """One optimisation step on the mini-batch whose loss `batch_loss` computes (forward pass);
-    returns that loss at the parameters before the step."""
-    if needs.closure:
-        first: list[torch.Tensor] = []
+    returns that loss at the parameters before the step.
 
-        def closure() -> torch.Tensor:
-            optimizer.zero_grad(set_to_none=True)
-            loss = batch_loss()
-            loss.backward(create_graph=needs.create_graph)
-            if not first:
-                first.append(loss.detach())
-            return loss
-
-        optimizer.step(closure)
-        return first[0]
+    With a closure, the gradient is computed first, as the SAM family expects, and the closure
+    re-evaluates loss and gradient (under enable_grad: step() runs under no_grad) wherever the
+    optimizer calls it. Its first call at unchanged parameters (L-BFGS's first evaluation,
+    ALIG's loss for its step size) returns the loss already computed instead of computing it
+    again: parameters changed in place show in their version counters."""
     loss = batch_loss()
     optimizer.zero_grad(set_to_none=True)
     loss.backward(create_graph=needs.create_graph)
-    optimizer.step()
+    if not needs.closure:
+        optimizer.step()
+        return loss.detach()
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    versions = [p._version for p in params]
+    calls = 0
+
+    def closure() -> torch.Tensor:
+        nonlocal calls
+        calls += 1
+        if calls == 1 and [p._version for p in params] == versions:
+            return loss
+        with torch.enable_grad():
+            optimizer.zero_grad(set_to_none=True)
+            again = batch_loss()
+            again.backward(create_graph=needs.create_graph)
+        return again
+
+    optimizer.step(closure)
     return loss.detach()
+
+
+def failure_reason(exc: BaseException) -> str:
+    """An optimizer's exception as one line: its type and the first line of its message."""
+    name = type(exc).__name__.lstrip("_")  # torch's _LinAlgError is torch.linalg.LinAlgError
+    message = str(exc).strip().splitlines()
+    return f"{name}: {message[0]}" if message else name
 
 
 @contextlib.contextmanager

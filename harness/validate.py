@@ -7,6 +7,7 @@ anything is computed or written.
 
 from __future__ import annotations
 
+import inspect
 import numbers
 
 import torch
@@ -74,7 +75,9 @@ def validate_optimizer(opt: DictConfig) -> None:
                 f"optimizer.{key} is the text {value!r}, not a number: write it without quotes "
                 f"(optimizer.{key}={value.strip()})"
             )
-    if require_number(opt.get("lr"), "optimizer.lr") <= 0:
+    if opt.get("lr") is None and sets_own_step_size(opt.get("_target_")):
+        pass  # A2Grad, SARA, ALIG: a step size of their own (a schedule then has nothing to scale)
+    elif require_number(opt.get("lr"), "optimizer.lr") <= 0:
         raise ConfigError(f"optimizer.lr must be > 0, got {opt.lr}")
     if "momentum" in opt:
         momentum = require_number(opt.momentum, "optimizer.momentum")
@@ -82,6 +85,17 @@ def validate_optimizer(opt: DictConfig) -> None:
             raise ConfigError(f"optimizer.momentum must be in [0, 1), got {momentum}")
     if "weight_decay" in opt and require_number(opt.weight_decay, "optimizer.weight_decay") < 0:
         raise ConfigError(f"optimizer.weight_decay must be >= 0, got {opt.weight_decay}")
+
+
+def sets_own_step_size(target: object) -> bool:
+    """Whether the optimizer class `target` works out its own step size when given no `lr`:
+    its constructor's `lr` defaults to None, or it has no `lr` at all (ALIG, Polyak's step)."""
+    try:
+        parameters = inspect.signature(get_class(str(target))).parameters
+    except Exception:  # an unknown class: instantiating it reports that, with its name
+        return False
+    lr = parameters.get("lr")
+    return lr is None or lr.default is None
 
 
 def validate_schedule(opt: DictConfig, schedule: DictConfig) -> None:
@@ -92,6 +106,10 @@ def validate_schedule(opt: DictConfig, schedule: DictConfig) -> None:
     except Exception:  # an unknown class: instantiating it reports that, with its name
         return
     constant = schedule.get("_target_") == CONSTANT_SCHEDULE and schedule.get("factor") == 1.0
+    if opt.get("lr") is None and not constant:
+        raise ConfigError(
+            f"{opt._target_} sets its own step size (optimizer.lr=null): use schedule=constant"
+        )
     if "lr" in tuned and not constant:
         raise ConfigError(
             f"{opt._target_} sets its own learning rate at every step; use schedule=constant"

@@ -172,3 +172,17 @@ TINY = [
 
 def tiny_cfg(*overrides: str):
     return compose_config([f"data.root={MNIST_DIR}", *TINY, *overrides])
+
+
+class FailingSGD(torch.optim.SGD):
+    """SGD whose step raises at step `fail_at`: an optimizer that fails during training."""
+
+    def __init__(self, params, fail_at: int = 7, **sgd) -> None:
+        super().__init__(params, **sgd)
+        self.fail_at, self.steps = fail_at, 0
+
+    def step(self, closure=None):  # noqa: ANN001, ANN201 - torch's signature
+        self.steps += 1
+        if self.steps == self.fail_at:
+            raise torch.linalg.LinAlgError(f"the matrix is singular at step {self.steps}\nmore")
+        return super().step(closure)

@@ -71,8 +71,17 @@ CASES = {
         "optimizer.eps is the text '1e-06', not a number: write it without quotes",
     ),
     "a catalogue optimizer its constructor refuses": (
-        ["optimizer=pto_muon"],
-        "optimizer pytorch_optimizer.optimizer.muon.muon.Muon cannot be built here: ",
+        ["optimizer=muon"],
+        "invalid optimizer or schedule setting: Muon only supports 2D parameters",
+    ),
+    "a schedule for an optimizer without a learning rate": (
+        ["optimizer=a2grad", "schedule=cosine"],
+        "pytorch_optimizer.optimizer.a2grad.A2Grad sets its own step size (optimizer.lr=null): "
+        "use schedule=constant",
+    ),
+    "an unknown parameter split": (
+        ["optimizer=pto_muon", "optimizer.param_split=embeddings"],
+        "optimizer.param_split must be hidden_matrices or null, got 'embeddings'",
     ),
     "a catalogue optimizer's argument without a default": (
         ["optimizer=bsam"],

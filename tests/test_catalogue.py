@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 
 from conftest import CONF_DIR, REPO, compose_config
 from harness.building import build, optimizer_and_schedule
-from harness.catalogue import NOT_HYPERPARAMETERS, RUN_LENGTH_ARGUMENTS, catalogue
+from harness.catalogue import HARNESS_KEYS, NOT_HYPERPARAMETERS, RUN_LENGTH_ARGUMENTS, catalogue
 
 CURATED = sorted(p.stem for p in (CONF_DIR / "optimizer").glob("*.yaml"))
 # Names the catalogue must hold: the optimizers a user asks about (issue 18), by package.
@@ -62,7 +62,8 @@ def test_every_catalogue_name_composes_with_every_default_spelled_out():
             for key, p in inspect.signature(cls).parameters.items()
             if key not in NOT_HYPERPARAMETERS and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
         }
-        assert [k for k in cfg.optimizer if not k.startswith("_")] == list(expected), name
+        keys = [k for k in cfg.optimizer if not k.startswith("_") and k not in HARNESS_KEYS]
+        assert keys == list(expected), name
         for key, parameter in expected.items():
             if parameter.default is parameter.empty and key in RUN_LENGTH_ARGUMENTS:
                 assert cfg.optimizer[key] is None, (name, key)  # the run supplies it
@@ -119,3 +120,21 @@ def test_a_tuple_argument_given_as_a_list_is_built_as_the_constructor_declares_i
     assert optimizer.param_groups[0]["nus"] == (0.7, 1.0)
     net(torch.ones(4, 3)).sum().backward()
     optimizer.step()  # one quasi-hyperbolic step with both discount factors
+
+
+def test_a_muon_like_optimizer_gets_its_parameter_split_recorded_in_the_config():
+    cfg = compose_config(["optimizer=pto_muon", "model=net3"])
+    assert cfg.optimizer.param_split == "hidden_matrices"
+    assert "param_split" not in compose_config(["optimizer=lion"]).optimizer
+    net = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Linear(5, 4), torch.nn.Linear(4, 3))
+    optimizer, _ = optimizer_and_schedule(cfg.optimizer, cfg.schedule, net.parameters(), 10)
+    muon, rest = optimizer.param_groups
+    hidden = [net[0].weight, net[1].weight]  # the classifier head and the biases: AdamW
+    assert muon["use_muon"] and [id(p) for p in muon["params"]] == [id(p) for p in hidden]
+    assert not rest["use_muon"] and {id(p) for p in rest["params"]} == {
+        id(net[0].bias),
+        id(net[1].bias),
+        id(net[2].weight),
+        id(net[2].bias),
+    }
+    assert rest["lr"] == cfg.optimizer.adamw_lr and muon["lr"] == cfg.optimizer.lr

@@ -217,3 +217,17 @@ def test_execute_jobs_in_two_worker_processes(tmp_path, mnist_dir):
         a, b = (pd.read_parquet(tmp_path / f"{n}{i}/metrics.parquet") for n in "ws")
         assert max_difference(a, b) <= 1e-10
         assert records[i]["final"] == pytest.approx(single["final"], abs=1e-10)
+
+
+def test_an_optimizer_that_raises_during_training_fails_alone(tmp_path, mnist_dir):
+    failing = ["model=net2", "optimizer=sgd", "optimizer._target_=conftest.FailingSGD"]
+    configs = [["model=net2", "optimizer=adam"], failing, ["model=net2", "optimizer=sgd"]]
+    stacked, single, metrics = train_both(tmp_path, mnist_dir, small("float64", 30, 10, 5), configs)
+    for records in (stacked, single):
+        assert [r["status"] for r in records] == ["completed", "failed", "completed"]
+        assert records[1]["diverged_at"] == 7
+        assert records[1]["error"] == "LinAlgError: the matrix is singular at step 7"
+    for a, b in metrics[::2]:  # the others train on, as they would alone
+        assert max_difference(a, b) <= 1e-10
+    a, b = metrics[1]  # measured up to its last log point before the failure
+    assert a.iteration.max() == b.iteration.max() == 5

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from harness.errors import HarnessError
 from harness.esgd.pool import Plan
 from harness.models import MLP
 from harness.stacked import Stack
@@ -58,6 +59,9 @@ class Trainer:
         for _ in range(steps):
             _, rows = next(self.batches)
             self.members.step(rows)
+            failed = self.members.failures()
+            if failed:  # a population has no place for a dropped member
+                raise HarnessError(f"ESGD: an optimizer of the pool failed: {failed}")
 
     def fitness(self) -> list[float]:
         return [metrics["val_loss"] for metrics in self.members.evaluate({"val": None})]

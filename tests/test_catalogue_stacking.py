@@ -1,0 +1,59 @@
+"""Exact in the stack, or not stacked, over the whole optimizer catalogue (issue 18, item 3).
+
+For every name of the catalogue, on a tiny float64 MLP: either the run is refused before
+training (run.check: one line), or it cannot join a stack (stacked.refusal says why) and trains
+alone, or two runs of it (two learning rates) trained as one stack give what each gives trained
+alone, to 1e-10, and run.json records which engine and update path trained it.
+"""
+
+import pandas as pd
+import pytest
+
+from conftest import compose_config, hydra_context, max_difference, small
+from harness.catalogue import catalogue
+from harness.errors import ConfigError
+from harness.job import Job
+from harness.run import check, execute_job
+from harness.stacked import execute_group, group_key, refusal
+
+NAMES = list(catalogue())
+TINY = ["model=mlp", "model.hidden=[6]", "data.train_size=200", "train.batch_size=20"]
+
+
+def jobs_of(tmp_path, mnist_dir, name: str) -> list[Job]:
+    with hydra_context():
+        base = [f"data.root={mnist_dir}", *small("float64", 6, 3, 3), *TINY]
+        cfgs = [compose_config([*base, f"optimizer={name}"]) for _ in range(2)]
+    if cfgs[0].optimizer.get("lr") is not None:  # two members that differ: two rates
+        cfgs[1].optimizer.lr = float(cfgs[0].optimizer.lr) / 2
+    return [Job.of(cfg, tmp_path / f"stacked{i}") for i, cfg in enumerate(cfgs)]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_optimizer_is_exact_in_a_stack_or_trains_alone(tmp_path, mnist_dir, name):
+    jobs = jobs_of(tmp_path, mnist_dir, name)
+    try:
+        check(jobs[0])
+    except ConfigError as exc:  # refused before training, in one line
+        assert "\n" not in str(exc)
+        return
+    reason = refusal(jobs[0])
+    if reason is not None:
+        assert group_key(jobs[0]) is None
+        record = execute_job(jobs[0])
+        assert record["engine"] == "single"
+        return
+    assert len({group_key(job) for job in jobs}) == 1
+    stacked = execute_group(jobs)
+    alone = [
+        execute_job(Job.of(job.cfg, tmp_path / f"alone{i}", job.choices))
+        for i, job in enumerate(jobs)
+    ]
+    for i, (s, a) in enumerate(zip(stacked, alone, strict=True)):
+        assert s["engine"] == "stacked" and a["engine"] == "single"
+        assert s["status"] == a["status"], name
+        difference = max_difference(
+            pd.read_parquet(tmp_path / f"stacked{i}" / "metrics.parquet"),
+            pd.read_parquet(tmp_path / f"alone{i}" / "metrics.parquet"),
+        )
+        assert difference <= 1e-10, f"{name}: stacked differs from alone by {difference:.3g}"
