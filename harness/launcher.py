@@ -82,9 +82,11 @@ class Task:
     here: bool = False  # train.engine=single: in this process, one run after another
 
 
-def plan(jobs: Sequence[Job], parts: int) -> list[Task]:
+def plan(jobs: Sequence[Job], parts: int, max_stack: int | None = None) -> list[Task]:
     """Tasks for `jobs`: each group of stackable runs split into up to `parts` sub-stacks of
-    near-equal size (one per worker process), every other run a task of its own."""
+    near-equal size (one per worker process), or more where a sub-stack would hold more than
+    `max_stack` models, every other run a task of its own. A stack's runs are written when it
+    ends, so `max_stack` bounds what an interrupted sweep loses."""
     tasks: list[Task] = []
     groups: dict[tuple, list[int]] = {}
     refused: Counter[str] = Counter()
@@ -105,7 +107,7 @@ def plan(jobs: Sequence[Job], parts: int) -> list[Task]:
         if alone:  # nothing to stack it with: the single-run engine
             tasks.append(Task(members, stacked=False))
             continue
-        n = min(parts, len(members))
+        n = min(max(parts, -(-len(members) // (max_stack or len(members)))), len(members))
         tasks += [Task(members[p::n], stacked=True) for p in range(n)]
     return tasks
 
@@ -128,13 +130,17 @@ def _worker_init(level: int, datasets: dict[str, TensorData]) -> None:
 
 
 def execute_jobs(
-    jobs: Sequence[Job], workers: int | None = None, use_workers: bool | None = None
+    jobs: Sequence[Job],
+    workers: int | None = None,
+    use_workers: bool | None = None,
+    max_stack: int | None = None,
 ) -> list[dict[str, Any]]:
     """Train a sweep's jobs with the engine each asks for and return their run.json records in
     job order. The jobs are expected to pass `run.check`.
 
     `workers`: worker processes (default: one per core; on a GPU, none); `use_workers`: start
-    them (True), don't (False), or decide from the estimated work (None).
+    them (True), don't (False), or decide from the estimated work (None); `max_stack`: models
+    per stack at most (None: no bound; see `plan`).
     """
     jobs = list(jobs)
     if not jobs:  # e.g. every job of a resumed sweep had finished already
@@ -146,7 +152,7 @@ def execute_jobs(
         work = sum(estimated_work(job) for job in jobs if requested_engine(job.cfg) != "single")
         use_workers = work >= WORKER_THRESHOLD
     use_workers = use_workers and workers > 1
-    tasks = plan(jobs, workers if use_workers else 1)
+    tasks = plan(jobs, workers if use_workers else 1, max_stack)
     records: list[dict[str, Any] | None] = [None] * len(jobs)
     log.info("training %d runs as %d tasks", len(jobs), len(tasks))
     progress = Progress(len(jobs))

@@ -88,8 +88,8 @@ def _defines_job_callbacks(callbacks: Sequence[Callback]) -> bool:
 
 
 class StackedLauncher(Launcher):
-    def __init__(self, n_jobs: int = -1) -> None:
-        self.n_jobs = n_jobs
+    def __init__(self, n_jobs: int = -1, max_stack: int | None = None) -> None:
+        self.n_jobs, self.max_stack = n_jobs, max_stack
         self.config: DictConfig | None = None
         self.task_function: TaskFunction | None = None
         self.hydra_context: HydraContext | None = None
@@ -183,6 +183,24 @@ class StackedLauncher(Launcher):
         from harness.results import RunRecord
 
         assert self.config is not None and self.hydra_context is not None
+        per_job = self._start_jobs(jobs, sweep_dir)
+        callbacks = self.hydra_context.callbacks
+        with env_override(dict(self.config.hydra.job.env_set)):
+            records = execute_jobs(
+                [task for _, _, task in jobs],
+                workers=None if self.n_jobs < 1 else self.n_jobs,
+                max_stack=self.max_stack,
+            )
+        for (job, result, _), record in zip(jobs, records, strict=True):
+            result.return_value = RunRecord(record)
+            if per_job:
+                config = self._job_config(job.num, job.sweep_overrides, sweep_dir)
+                callbacks.on_job_end(config=config, job_return=result)
+
+    def _start_jobs(self, jobs: list[tuple[_Job, JobReturn, Any]], sweep_dir: Path) -> bool:
+        """Before the jobs train: their run folders with Hydra's files, the job log, the
+        callbacks' on_job_start. Whether the callbacks want on_job_end per job."""
+        assert self.config is not None and self.hydra_context is not None
         subdir = self.config.hydra.output_subdir  # null: no Hydra files, as Hydra does
         for job, _, _ in jobs:
             job.out_dir.mkdir(parents=True, exist_ok=True)
@@ -196,16 +214,7 @@ class StackedLauncher(Launcher):
         for job, _, _ in jobs if per_job else ():
             config = self._job_config(job.num, job.sweep_overrides, sweep_dir)
             callbacks.on_job_start(config=config, task_function=self.task_function)
-        with env_override(dict(self.config.hydra.job.env_set)):
-            records = execute_jobs(
-                [task for _, _, task in jobs],
-                workers=None if self.n_jobs < 1 else self.n_jobs,
-            )
-        for (job, result, _), record in zip(jobs, records, strict=True):
-            result.return_value = RunRecord(record)
-            if per_job:
-                config = self._job_config(job.num, job.sweep_overrides, sweep_dir)
-                callbacks.on_job_end(config=config, job_return=result)
+        return per_job
 
     def _configure_job_log(self, sweep_dir: Path) -> None:
         """Hydra's job logging (hydra.job_logging), set up once, with its file in the sweep

@@ -1,0 +1,201 @@
+"""Hydra launcher `hydra/launcher=slurm`: a sweep on a SLURM cluster, one job per stack.
+
+The sweep's jobs are composed, resumed, checked and their run folders created here, exactly as
+`hydra/launcher=stacked` does (`StackedLauncher`, which this class extends: only the training
+step differs). The runs left to train are then planned into tasks as the stacked launcher plans
+them (`harness.launcher.plan`: the runs that train together as one stacked model, at most
+`max_stack` of them; a run that cannot stack alone) and each task is submitted through submitit
+as one job, the tasks of a sweep as one job array. A job loads the data, trains its task with
+`cpus_per_task` threads and each of its runs writes its results into its own folder, as on one
+machine (`train_task`). This process waits for every job and returns their runs' records.
+
+A job that fails ends the sweep with one line naming its submitit log, once the other jobs have
+ended: their runs are written, and running the same command again trains only what is missing.
+`cluster=local` runs the same path with submitit's local executor (one process per job on this
+machine: what the tests use).
+"""
+
+# No `from __future__ import annotations`: Hydra's plugin scan loads this module outside
+# sys.modules, where dataclasses cannot resolve string annotations.
+
+import logging
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.core.utils import JobReturn, env_override
+from omegaconf import OmegaConf
+
+from hydra_plugins.harness_launcher.stacked_launcher import (
+    StackedLauncher,
+    _Job,
+)
+
+log = logging.getLogger(__name__)
+
+# The keys submitit's AutoExecutor takes as they are (it translates them for each cluster); the
+# other keys of conf/hydra/launcher/slurm.yaml (but cluster, max_stack, submitit_folder) go to
+# it as slurm_<key>.
+GENERIC_KEYS = (
+    "timeout_min",
+    "nodes",
+    "tasks_per_node",
+    "cpus_per_task",
+    "gpus_per_node",
+    "mem_gb",
+)
+LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"
+POLL_S = 1.0  # how often the jobs' result files are looked for (SLURM is asked less often)
+
+
+def train_task(
+    jobs: Sequence[Any],  # harness.job.Job
+    stacked: bool,
+    threads: int | None,
+    env: Mapping[str, str],
+    log_level: int,
+) -> list[dict[str, Any]]:
+    """What one submitted job runs: train one task of a sweep (a stack, or one run with the
+    single-run engine) in the job's process, the data loaded here; each run writes its results
+    into its own folder. Returns the runs' run.json records, in order."""
+    from harness.launcher import _run_task
+
+    logging.basicConfig(level=log_level, format=LOG_FORMAT)
+    with env_override(dict(env)):
+        return _run_task(jobs, stacked, threads)
+
+
+def _first_line(error: Exception) -> str:
+    return next((line.strip() for line in str(error).splitlines() if line.strip()), repr(error))
+
+
+def _reason(error: Exception, state: str) -> str:
+    """One line of why a job failed: the last line of its traceback (the exception), or its
+    state when it left no result (killed, timed out, cancelled)."""
+    from submitit.core.utils import FailedJobError
+
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    dashes = [i for i, line in enumerate(lines) if set(line) == {"-"}]
+    if isinstance(error, FailedJobError) and len(dashes) >= 2 and dashes[1] > dashes[0] + 1:
+        return lines[dashes[1] - 1][:300]  # the trace sits between two lines of dashes
+    return f"it ended without a result (state {state})"
+
+
+class StackedSlurmLauncher(StackedLauncher):
+    """`cluster`: submitit's executor (slurm; local: a process per job on this machine);
+    `max_stack`: models per job at most (None: a whole stack); every other key is a submitit /
+    SLURM parameter (conf/hydra/launcher/slurm.yaml), kept in `params`."""
+
+    def __init__(self, cluster: str = "slurm", max_stack: int | None = None, **params: Any) -> None:
+        super().__init__()
+        self.cluster, self.max_stack = cluster, max_stack
+        self.params = {
+            k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+            for k, v in params.items()
+        }
+
+    def launch(
+        self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    ) -> Sequence[JobReturn]:
+        from harness.errors import ConfigError
+
+        for key in ("nodes", "tasks_per_node"):
+            if self.params.get(key, 1) != 1:
+                # submitit would run the job's function once per task: every run twice
+                raise ConfigError(
+                    f"hydra.launcher.{key} must be 1 (a job trains its stack in one process), "
+                    f"not {self.params[key]}"
+                )
+        return super().launch(job_overrides, initial_job_idx)
+
+    def executor(self, name: str) -> Any:
+        """The submitit executor of this config (AutoExecutor), its parameters set."""
+        import submitit
+
+        from harness.errors import ConfigError
+
+        params = dict(self.params)
+        folder = params.pop("submitit_folder")
+        generic = {k: params.pop(k) for k in GENERIC_KEYS if k in params}
+        generic["gpus_per_node"] = generic.get("gpus_per_node") or None  # 0: no --gpus line
+        try:
+            executor = submitit.AutoExecutor(folder=folder, cluster=self.cluster)
+            executor.update_parameters(
+                name=name, **generic, **{f"slurm_{k}": v for k, v in params.items()}
+            )
+        except (AssertionError, NameError, ValueError, RuntimeError) as exc:
+            raise ConfigError(f"hydra/launcher=slurm: {_first_line(exc)}") from exc
+        return executor
+
+    def _train(self, jobs: list[tuple[_Job, JobReturn, Any]], sweep_dir: Path) -> None:
+        from submitit.core.utils import FailedJobError, FailedSubmissionError
+        from submitit.helpers import as_completed
+
+        from harness.errors import ConfigError
+        from harness.launcher import estimated_work, plan
+        from harness.results import RunRecord
+        from harness.sweep import Progress
+
+        assert self.config is not None and self.hydra_context is not None
+        runs = [task for _, _, task in jobs]
+        tasks = plan(runs, parts=1, max_stack=self.max_stack)
+        # The largest first: an array that runs array_parallelism jobs at a time ends sooner.
+        tasks.sort(key=lambda t: -sum(estimated_work(runs[i]) for i in t.jobs))
+        executor = self.executor(f"harness-{sweep_dir.name}")  # bad parameters: nothing written
+        per_job = self._start_jobs(jobs, sweep_dir)
+        callbacks = self.hydra_context.callbacks
+
+        cpus = self.params.get("cpus_per_task")
+        task_runs = [[runs[i] for i in task.jobs] for task in tasks]
+        try:
+            submitted = executor.map_array(
+                train_task,
+                task_runs,
+                [task.stacked for task in tasks],
+                # the job's cores, unless the config sets threads
+                [cpus if group[0].cfg.threads is None else None for group in task_runs],
+                [dict(self.config.hydra.job.env_set)] * len(tasks),
+                [logging.getLogger("harness").getEffectiveLevel()] * len(tasks),
+            )
+        except (FailedJobError, FailedSubmissionError, OSError) as exc:  # sbatch refused them
+            message = f"hydra/launcher=slurm: the jobs were not submitted: {_first_line(exc)}"
+            raise ConfigError(message) from exc
+        log.info(
+            "submitted %d runs as %d %s jobs (%s), logs in %s",
+            len(runs),
+            len(tasks),
+            self.cluster,
+            ", ".join(j.job_id for j in submitted),
+            self.params["submitit_folder"],
+        )
+        task_of = {id(job): task for job, task in zip(submitted, tasks, strict=True)}
+        progress = Progress(len(runs))
+        failed = []
+        for job in as_completed(submitted, poll_frequency=POLL_S):
+            task = task_of[id(job)]
+            try:
+                records = job.result()
+            except Exception as error:  # noqa: BLE001 - reported below, in one line
+                reason = _reason(error, job.state)
+                failed.append((job, task, reason))
+                log.error("job %s failed: %s; its log: %s", job.job_id, reason, job.paths.stderr)
+                continue
+            for i, record in zip(task.jobs, records, strict=True):
+                jobs[i][1].return_value = RunRecord(record)
+            progress.done(len(task.jobs))
+            for i in task.jobs if per_job else ():
+                job_, result, _ = jobs[i]
+                config = self._job_config(job_.num, job_.sweep_overrides, sweep_dir)
+                callbacks.on_job_end(config=config, job_return=result)
+        if failed:
+            job, _, reason = min(failed, key=lambda f: submitted.index(f[0]))
+            untrained = sum(len(task.jobs) for _, task, _ in failed)
+            message = (
+                f"{len(failed)} of {len(submitted)} submitit jobs failed, {untrained} runs not "
+                f"trained; job {job.job_id}: {reason}; its log: {job.paths.stderr} (the other "
+                "jobs' runs are written: the same command trains what is missing)"
+            )
+            # Not a HarnessError: its handler would remove a new sweep folder, logs included.
+            print(f"harness-train: error: {message}", file=sys.stderr)
+            sys.exit(1)
