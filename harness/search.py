@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,10 +38,12 @@ from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Overrid
 from harness.errors import ConfigError
 from harness.identity import executes, override_key
 
-METHODS = ("random", "grid")
+METHODS = ("random", "grid", "shortlist")
 # A tuning study's protocol in its sweep folder (written by the tuning sweeper, read by the report).
 PROTOCOL_FILE = "tuning.json"
 DEFAULT_SPACE = "default"
+# The method whose trials are the best of an earlier study's (tune.source), not new draws.
+SHORTLIST = "shortlist"
 # Draws of a random search that repeat an earlier trial of the same combination are drawn again
 # (a repeated trial would be the same run twice), at most this many times per trial.
 REDRAWS = 100
@@ -120,7 +122,7 @@ def search_space(tune: Mapping[str, Any], optimizer: str) -> list[Dimension]:
 
 def check_protocol(tune: Mapping[str, Any] | None) -> None:
     """One line for a protocol that cannot run: a missing node, an unknown method, a budget
-    below 1, a range that cannot be searched."""
+    below 1, a range that cannot be searched, a shortlist without its earlier study."""
     if tune is None:
         raise ConfigError("hydra/sweeper=tune needs a `tune` node: add tune=random (conf/tune/)")
     if tune.get("method") not in METHODS:
@@ -132,6 +134,8 @@ def check_protocol(tune: Mapping[str, Any] | None) -> None:
         raise ConfigError(
             f"tune.budget (trials per combination) must be an integer >= 1, got {budget!r}"
         )
+    if tune["method"] == SHORTLIST and not tune.get("source"):
+        raise ConfigError("tune.method=shortlist needs tune.source, the earlier tuning study")
     if not isinstance(tune.get("seed"), int):
         raise ConfigError(f"tune.seed must be an integer, got {tune.get('seed')!r}")
     for name in tune.get("space") or {}:
@@ -207,13 +211,22 @@ def trials(
     return found
 
 
+Shortlister = Callable[[list[str], list[str]], list[dict[str, Any]]]
+
+
 def tuning_jobs(
-    combinations: Sequence[Sequence[str]], tune: Mapping[str, Any], default_optimizer: str
+    combinations: Sequence[Sequence[str]],
+    tune: Mapping[str, Any],
+    default_optimizer: str,
+    shortlisted: Shortlister | None = None,
 ) -> list[list[str]]:
     """Every job of a tuning study: for each combination of the grid axes (seed aside), its
     trials, each with every seed of the seed axis. `combinations` are the basic sweeper's
     expansion of the axes; `default_optimizer` is the config's optimizer choice when an axis
-    does not name one."""
+    does not name one. With method `shortlist`, a combination's trials are the tune.budget
+    best of the earlier study in tune.source (`shortlisted(overrides, keys)`: their values,
+    best first); without `shortlisted`, every combination counts tune.budget trials (at most
+    that many train)."""
     groups: dict[tuple[str, ...], list[str]] = {}
     for combination in combinations:
         rest = tuple(o for o in combination if override_key(o) != "seed")
@@ -229,7 +242,15 @@ def tuning_jobs(
         fixed = [o for o in rest if override_key(o) not in tuned]  # the space overrides an axis
         # Where or how fast a run executes (threads, device, ...) does not change its draws.
         stream = [o for o in fixed if not executes(override_key(o))]
-        for trial in trials(space, tune["method"], tune["budget"], tune["seed"], stream):
+        if tune["method"] != SHORTLIST:
+            found = trials(space, tune["method"], tune["budget"], tune["seed"], stream)
+        elif shortlisted is None or not space:
+            found = [[] for _ in range(tune["budget"] if space else 1)]
+        else:
+            keys = [d.key for d in space]
+            best = shortlisted(fixed, keys)
+            found = [[f"{k}={_text(values[k])}" for k in keys] for values in best]
+        for trial in found:
             jobs += [[*fixed, *trial, *([s] if s else [])] for s in (seeds or [None])]
     return jobs
 

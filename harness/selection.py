@@ -88,6 +88,26 @@ def choose(runs: pd.DataFrame, keys: list[str], phase_keys: list[str]) -> pd.Dat
     return best.assign(n_trials=best["group"].map(trials))
 
 
+def shortlist(
+    source: str, identity: dict[str, Any], keys: list[str], phase_keys: list[str], top: int
+) -> list[dict[str, Any]]:
+    """The values of `keys` in the `top` best configurations of the tuning study in `source`
+    for the config whose identity is `identity` (its tuned and phase keys are left out), best
+    first, by the rule that chooses (`analysis.rank_configs`: validation only); fewer where the
+    study tried fewer. ConfigError (one line) when the study has no run of that config."""
+    runs = tuning_runs(source)
+    dropped = [*keys, *phase_keys]
+    groups = pd.Series([_group(json.loads(c), dropped) for c in runs["config"]], index=runs.index)
+    mine = runs[groups == _group(identity, dropped)]
+    if mine.empty:
+        raise ConfigError(
+            f"no tuning run in {source} has this config but for {', '.join(keys)}, the seed and "
+            f"{', '.join(phase_keys) or 'nothing else'}"
+        )
+    ranked = analysis.rank_configs(analysis.summarize(mine), tune=keys)
+    return [{k: _value(row, mine, k) for k in keys} for _, row in ranked.head(top).iterrows()]
+
+
 _CHOSEN: dict[tuple, pd.DataFrame] = {}
 
 
@@ -101,8 +121,9 @@ def _chosen(runs_id: int, runs: pd.DataFrame, keys: tuple, phase_keys: tuple) ->
 
 
 def _value(row: pd.Series, runs: pd.DataFrame, key: str) -> Any:
+    """The value of `key` in the config of `row`: None where it has none (ALIG has no `lr`)."""
     config = json.loads(runs.loc[runs["config_id"] == row["config_id"], "config"].iloc[0])
-    return config[key]
+    return config.get(key)
 
 
 def resolve_tuned(key: str, *, _root_: DictConfig) -> Any:

@@ -16,6 +16,7 @@ import json
 import logging
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,10 +73,12 @@ def tuning_protocol(config: DictConfig) -> tuple[dict[str, Any], list]:
     return tune, rest
 
 
-def sweep_jobs(config: DictConfig) -> list[list[str]]:
+def sweep_jobs(config: DictConfig, compose: Callable | None = None) -> list[list[str]]:
     """The overrides of every job of the sweep `config` describes, as Hydra's basic sweeper
     expands them (preset `hydra.sweeper.params` first, command-line overrides replacing axes);
-    for a tuning study (hydra/sweeper=tune), every trial of every combination of those axes."""
+    for a tuning study (hydra/sweeper=tune), every trial of every combination of those axes.
+    A shortlist (tune.method=shortlist) reads its trials from its earlier study for each
+    combination's config, which `compose(overrides)` gives (without it: an upper bound)."""
     if config.hydra.sweeper.get("_target_") != TUNING_SWEEPER:
         overrides = _sweep_overrides(config)
         if any(o.is_interval_sweep() for o in overrides):
@@ -88,7 +91,21 @@ def sweep_jobs(config: DictConfig) -> list[list[str]]:
 
     tune, overrides = tuning_protocol(config)
     jobs = [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
-    return tuning_jobs(jobs, tune, config.hydra.runtime.choices.get("optimizer"))
+    default_optimizer = config.hydra.runtime.choices.get("optimizer")
+    if compose is None:
+        return tuning_jobs(jobs, tune, default_optimizer)
+
+    def shortlisted(fixed: list[str], keys: list[str]) -> list[dict[str, Any]]:
+        from harness.identity import identity_config
+        from harness.selection import shortlist
+
+        job = compose(fixed)
+        task = {k: job[k] for k in job if k != "hydra"}
+        identity = identity_config(OmegaConf.to_container(OmegaConf.create(task), resolve=True))
+        phase_keys = list(tune.get("phase_keys") or [])
+        return shortlist(str(tune["source"]), identity, keys, phase_keys, tune["budget"])
+
+    return tuning_jobs(jobs, tune, default_optimizer, shortlisted)
 
 
 def planned_runs(config: DictConfig) -> int:

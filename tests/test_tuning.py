@@ -290,3 +290,30 @@ def test_optuna_tpe_tunes_in_stacked_batches_and_resumes(tmp_path):
     assert again.returncode == 0, again.stderr
     assert _mtimes(folder) == before and len(_runs(folder)) == 4  # the same trials, answered
     assert "UserWarning" not in result.stderr + again.stderr  # the sweep callback ran clean
+
+
+def test_a_shortlist_trains_the_best_trials_of_its_earlier_study_at_another_length(tuning_study):
+    cwd, folder = tuning_study
+    tuned = _runs(folder)
+    ranked = tuned.sort_values("final_val_accuracy", ascending=False)
+    expected = {o: sorted(g["lr"].head(2)) for o, g in ranked.groupby("optimizer")}
+    shortlist = cwd / "shortlist"
+    result = run_cli(
+        "-m",
+        "experiment=course_tune",
+        "model=net1",
+        "optimizer=sgd,adam",
+        "tune.method=shortlist",
+        "tune.budget=2",
+        f"+tune.source={folder}",
+        "+tune.phase_keys=[train.iterations]",
+        *TINY,
+        "train.iterations=60",  # the earlier study's length was TINY's
+        f"hydra.sweep.dir={shortlist}",
+        cwd=cwd,
+    )
+    assert result.returncode == 0, result.stderr
+    runs = _runs(shortlist)
+    assert set(runs["iterations"]) == {60} and len(runs) == 4
+    found = {o: sorted(g["lr"]) for o, g in runs.groupby("optimizer")}
+    assert found == expected  # the two best by validation accuracy, none drawn anew

@@ -118,5 +118,9 @@ class ComposingConfigLoader:
     def load_sweep_config(self, master_config: DictConfig, sweep_overrides: list[str]) -> Any:
         return self.composer.template(sweep_overrides).config
 
+    def compose(self, overrides: list[str]) -> DictConfig:
+        """A job's whole config (the composer's working copy: read it before the next call)."""
+        return self.composer.compose(overrides)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.loader, name)

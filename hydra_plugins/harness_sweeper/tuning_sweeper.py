@@ -50,7 +50,14 @@ class TuningSweeper(Sweeper):
         from harness.sweep import sweep_jobs, tuning_protocol
 
         assert self.config is not None and self.launcher is not None
-        jobs = sweep_jobs(self.config)
+        assert self.hydra_context is not None
+        # A shortlist reads each combination's config: the stacked launcher's composer, or
+        # Hydra's own loader under any other launcher.
+        loader = self.hydra_context.config_loader
+        compose = getattr(loader, "compose", None) or (
+            lambda overrides: loader.load_sweep_config(self.config, list(overrides))
+        )
+        jobs = sweep_jobs(self.config, compose)
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
