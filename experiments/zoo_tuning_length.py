@@ -8,7 +8,9 @@ tuning study answers what that costs, without training anything: with a constant
 a run stopped at L iterations is the first L iterations of the full run (same seed, same
 batches), so its recorded curve at L is the reduced protocol's trial. For each length L, each
 net and optimizer: the trial with the best validation accuracy at L (diverged by L: never), and
-what that trial reaches at 20,000 iterations; the full protocol chooses at 20,000. Optimizers
+what that trial reaches at 20,000 iterations; the full protocol chooses at 20,000. The
+shortlist protocol (experiment=zoo_shortlist) trains the 3 best at L again to 20,000 and
+chooses among them there. Optimizers
 are ranked per net by the chosen trial's final validation accuracy (a choice that diverges
 later ranks last), and the two rankings compared by Spearman's and Kendall's rank correlation.
 Writes results/zoo/tuning_length.md.
@@ -23,18 +25,21 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 LENGTHS = (1000, 2000, 4000, 20000)  # the study evaluated every 1,000 iterations
+FULL = LENGTHS[-1]
 METRIC = "val_accuracy"
 
 
-def chosen(curves: pd.DataFrame, runs: pd.DataFrame, length: int) -> pd.DataFrame:
-    """Per net and optimizer: the trial chosen at `length` and its final validation accuracy."""
+def chosen(curves: pd.DataFrame, runs: pd.DataFrame, length: int, top: int = 1) -> pd.DataFrame:
+    """Per net and optimizer: the `top` trials best by validation accuracy at `length`, then
+    the best of those at the full length (top=1: the trial chosen at `length`), with its rate
+    and its final validation accuracy (a run that diverged: 0)."""
     at = curves[(curves.metric == METRIC) & (curves.iteration == length)]
     scored = runs.merge(at[["run_dir", "value"]], on="run_dir", how="inner")
-    best = scored.sort_values("value", ascending=False).groupby(["model", "optimizer"]).head(1)
-    final = runs.set_index("run_dir")["final_val_accuracy"].where(
-        runs.set_index("run_dir")["status"] == "completed"
-    )
-    best = best.assign(final=best["run_dir"].map(final).fillna(0.0))
+    short = scored.sort_values("value", ascending=False).groupby(["model", "optimizer"]).head(top)
+    by_run = runs.set_index("run_dir")
+    final = by_run["final_val_accuracy"].where(by_run["status"] == "completed").fillna(0.0)
+    short = short.assign(final=short["run_dir"].map(final))
+    best = short.sort_values("final", ascending=False).groupby(["model", "optimizer"]).head(1)
     return best.set_index(["model", "optimizer"])[["lr", "final"]]
 
 
@@ -52,20 +57,24 @@ def main() -> None:
         "L iterations and when they are chosen at 20,000 (both ranked by the chosen trial's "
         "validation accuracy at 20,000), and how many of the choices are the same trial:",
         "",
-        "| tuning length L | net | Spearman | Kendall | same choice |",
-        "|---:|---|---:|---:|---:|",
+        "| protocol | net | Spearman | Kendall | same choice | cost |",
+        "|---|---|---:|---:|---:|---:|",
     ]
+    trials = runs.groupby(["model", "optimizer"]).size().max()
     for length in LENGTHS[:-1]:
-        reduced = chosen(curves, runs, length)
-        for net in sorted(runs["model"].unique()):
-            a, b = full.loc[net, "final"], reduced.loc[net, "final"].reindex(full.loc[net].index)
-            same = (
-                full.loc[net, "lr"] == reduced.loc[net, "lr"].reindex(full.loc[net].index)
-            ).sum()
-            lines.append(
-                f"| {length:,} | {net} | {a.corr(b, method='spearman'):.2f} | "
-                f"{a.corr(b, method='kendall'):.2f} | {same}/{len(a)} |"
-            )
+        for top in (1, 3):
+            reduced = chosen(curves, runs, length, top)
+            # iterations trained (the shortlist from scratch), as a share of the full protocol's
+            cost = (trials * length + (top * FULL if top > 1 else 0)) / (trials * FULL)
+            name = f"choose at {length:,}" + (f", best {top} again at {FULL:,}" if top > 1 else "")
+            for net in sorted(runs["model"].unique()):
+                a = full.loc[net, "final"]
+                b = reduced.loc[net, "final"].reindex(a.index)
+                same = (full.loc[net, "lr"] == reduced.loc[net, "lr"].reindex(a.index)).sum()
+                lines.append(
+                    f"| {name} | {net} | {a.corr(b, method='spearman'):.2f} | "
+                    f"{a.corr(b, method='kendall'):.2f} | {same}/{len(a)} | {cost:.0%} |"
+                )
     text = "\n".join(lines) + "\n"
     out = ROOT / "results" / "zoo"
     out.mkdir(parents=True, exist_ok=True)
