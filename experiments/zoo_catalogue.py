@@ -72,7 +72,14 @@ def probe(name: str, data_root: str) -> list[dict[str, str]]:
                 rows.append({"outcome": "refused", "reason": str(exc).splitlines()[0]})
                 continue
             reason = record.get("error") or ""
-            rows.append({"outcome": f"trains ({record['status']})", "reason": reason})
+            seconds = record.get("step_time_alone_s")
+            rows.append(
+                {
+                    "outcome": f"trains ({record['status']})",
+                    "reason": reason,
+                    "step_time_alone_s": "" if seconds is None else f"{seconds:.6f}",
+                }
+            )
     return [{"name": name, "net": net, **row} for net, row in zip(NETS, rows, strict=True)]
 
 
@@ -148,7 +155,8 @@ def main() -> None:
         rows += found
     OUT.mkdir(parents=True, exist_ok=True)
     with open(OUT / "catalogue.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=["name", "net", "outcome", "reason"])
+        fields = ["name", "net", "outcome", "reason", "step_time_alone_s"]
+        writer = csv.DictWriter(f, fieldnames=fields, restval="")
         writer.writeheader()
         writer.writerows(rows)
     (OUT / "catalogue.md").write_text(summary(rows), encoding="utf-8")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import inspect
 import numbers
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -14,7 +15,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import get_method, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from harness.catalogue import RUN_LENGTH_ARGUMENTS
+from harness.catalogue import HARNESS_KEYS, RUN_LENGTH_ARGUMENTS
 from harness.errors import ConfigError, HarnessError
 
 if TYPE_CHECKING:
@@ -92,16 +93,22 @@ class NoSchedule:
         pass
 
 
-def split_parameters(node: DictConfig, params) -> tuple[Any, DictConfig]:
+def _without_harness_keys(node: DictConfig) -> DictConfig:
+    """The constructor's part of an optimizer config (HARNESS_KEYS are the harness's)."""
+    if not any(k in node for k in HARNESS_KEYS):
+        return node
+    return OmegaConf.masked_copy(node, [k for k in node if k not in HARNESS_KEYS])
+
+
+def split_parameters(node: DictConfig, params) -> Any:
     """`params` as the parameter groups the optimizer of `node` asks for in its `param_split`
-    (a harness key, not a constructor argument; the node without it). `hidden_matrices`: the
+    (a harness key, not a constructor argument). `hidden_matrices`: the
     Muon-like optimizers' split, their orthogonalised update for every parameter of two or more
     dimensions but the last (the classifier head), their AdamW update for the rest (the head,
     biases), in groups flagged `use_muon` as pytorch-optimizer's Muon family reads them."""
     rule = node.get("param_split")
     if rule is None:
-        return params, node
-    node = OmegaConf.masked_copy(node, [k for k in node if k != "param_split"])
+        return params
     if rule != "hidden_matrices":
         raise ConfigError(f"optimizer.param_split must be hidden_matrices or null, got {rule!r}")
     params = list(params)
@@ -109,7 +116,7 @@ def split_parameters(node: DictConfig, params) -> tuple[Any, DictConfig]:
     muon = [params[i] for i in matrices]
     rest = [p for i, p in enumerate(params) if i not in set(matrices)]
     groups = [{"params": muon, "use_muon": True}, {"params": rest, "use_muon": False}]
-    return [g for g in groups if g["params"]], node
+    return [g for g in groups if g["params"]]
 
 
 def optimizer_and_schedule(
@@ -122,13 +129,11 @@ def optimizer_and_schedule(
     `num_iterations`) gets `iterations`; an optimizer without a learning rate (validated: the
     constant schedule) no schedule. A value the constructors refuse is a ConfigError (one
     line)."""
-    run_length = {k: iterations for k in RUN_LENGTH_ARGUMENTS if k in node and node[k] is None}
     schedule_kwargs = {}
     if schedule.get("T_max", "unset") is None:  # cosine over the run's whole length
         schedule_kwargs["T_max"] = iterations
     try:
-        params, node = split_parameters(node, params)
-        optimizer = _tuples_where_declared(build(node))(params, **run_length, **hyperparameters)
+        optimizer = optimizer_factory(node, iterations)(params, **hyperparameters)
         if isinstance(optimizer.param_groups[0].get("lr"), numbers.Real):
             scheduler = build(schedule)(optimizer, **schedule_kwargs)
         else:
@@ -142,6 +147,19 @@ def optimizer_and_schedule(
         target = node.get("_target_")
         raise ConfigError(f"optimizer {target} cannot be built here: {first}") from None
     return optimizer, scheduler
+
+
+def optimizer_factory(node: DictConfig, iterations: int) -> Callable[..., Any]:
+    """`params -> optimizer` of config `node` for a run of `iterations` steps, as
+    `optimizer_and_schedule` builds it (split parameters, the run's length where the config
+    leaves it null, tuples where declared): what the stacking probe builds, too."""
+    run_length = {k: iterations for k in RUN_LENGTH_ARGUMENTS if k in node and node[k] is None}
+    constructor = _tuples_where_declared(build(_without_harness_keys(node)))
+
+    def factory(params, **hyperparameters: Any) -> Any:
+        return constructor(split_parameters(node, params), **run_length, **hyperparameters)
+
+    return factory
 
 
 def _tuples_where_declared(factory: Any) -> Any:

@@ -18,6 +18,7 @@ where they train.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -32,7 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness import engine
 from harness import run as run_module
-from harness.building import build
+from harness.building import optimizer_factory
 from harness.engine import Outcome, logged_hyperparameters
 from harness.errors import HarnessError
 from harness.job import Job
@@ -42,7 +43,7 @@ from harness.stacked_model import StackedMLP
 from harness.stacked_module import StackedModule
 from harness.stacked_module import stacking_refusal as module_refusal
 from harness.stacked_rules import StackedOptimizers, rule_key, stacking_refusal, update_path
-from harness.stepping import Needs, needs_of_class
+from harness.stepping import Needs, evaluation_mode, needs_of, needs_of_class
 from harness.validate import DTYPES, validate_run
 
 log = logging.getLogger(__name__)
@@ -65,11 +66,13 @@ def refusal(job: Job) -> str | None:
     needs = _optimizer_needs(cfg.optimizer._target_)
     if needs is None:  # not a class: the single-run engine reports it, as for any run
         return f"its optimizer {cfg.optimizer._target_} cannot be found"
-    if needs:  # the stack steps each model once per batch, with first-order gradients
+    if needs.closure or needs.create_graph:  # a stack steps each model once per batch, with
+        # first-order gradients (train/eval modes it switches around its evaluations)
         return f"optimizer {cfg.optimizer._target_} needs {needs.describe()}"
     if cfg.optimizer._target_.startswith("torch.optim."):
         return None
-    reason = _probe(OmegaConf.to_yaml(cfg.optimizer, resolve=True), cfg.train.dtype)
+    iterations = int(cfg.train.iterations or 0)  # a run-length argument's value (Ranger21)
+    reason = _probe(OmegaConf.to_yaml(cfg.optimizer, resolve=True), cfg.train.dtype, iterations)
     return None if reason is None else f"optimizer {cfg.optimizer._target_}: {reason}"
 
 
@@ -84,8 +87,9 @@ def _optimizer_needs(target: str) -> Needs | None:
 
 
 @functools.lru_cache(maxsize=256)
-def _probe(optimizer_yaml: str, dtype: str) -> str | None:
-    return stacking_refusal(build(OmegaConf.create(optimizer_yaml)), DTYPES[dtype])
+def _probe(optimizer_yaml: str, dtype: str, iterations: int) -> str | None:
+    factory = optimizer_factory(OmegaConf.create(optimizer_yaml), iterations)
+    return stacking_refusal(factory, DTYPES[dtype])
 
 
 @functools.lru_cache(maxsize=64)
@@ -175,6 +179,10 @@ class Stack:
         self.stack = (stack_class or stack_of)(self.models)
         self.stepper = StackedOptimizers(self.stack, self.optimizers)
         self.failed: dict[int, str] = {}
+        self.needs = [needs_of(o) for o in self.optimizers]
+        for optimizer, needs in zip(self.optimizers, self.needs, strict=True):
+            if needs.modes:  # Schedule-Free trains in its train mode, as alone
+                optimizer.train()
 
     def __len__(self) -> int:
         return len(self.models)
@@ -195,10 +203,13 @@ class Stack:
 
     def evaluate(self, splits: dict[str, torch.Tensor | None]) -> list[dict[str, float]]:
         metrics: list[dict[str, float]] = [{} for _ in self.models]
-        for split, rows in splits.items():
-            found = self.problem.stacked_evaluate(self.stack, self.data, split, rows)
-            for mine, values in zip(metrics, found, strict=True):
-                mine |= {f"{split}_{name}": value for name, value in values.items()}
+        with contextlib.ExitStack() as modes:  # each optimizer's eval mode, as alone
+            for optimizer, needs in zip(self.optimizers, self.needs, strict=True):
+                modes.enter_context(evaluation_mode(optimizer, needs))
+            for split, rows in splits.items():
+                found = self.problem.stacked_evaluate(self.stack, self.data, split, rows)
+                for mine, values in zip(metrics, found, strict=True):
+                    mine |= {f"{split}_{name}": value for name, value in values.items()}
         return metrics
 
     def hyperparameters(self) -> list[dict[str, float]]:
@@ -209,6 +220,7 @@ class Stack:
         self.models = [self.models[j] for j in kept]
         self.optimizers = [self.optimizers[j] for j in kept]
         self.schedulers = [self.schedulers[j] for j in kept]
+        self.needs = [self.needs[j] for j in kept]
         self.stack.restack(self.models)
         self.stepper.keep(kept)
 

@@ -318,20 +318,27 @@ def update_path(optimizer: torch.optim.Optimizer) -> str:
 OptimizerFactory = Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]
 
 
+# The probe's model: a hidden matrix, a head and its bias (Muon's split sees both of its parts).
+PROBE_SHAPES = ((3, 8), (2, 3), (2,))
+
+
 @torch.no_grad()
 def stacking_refusal(make_optimizer: OptimizerFactory, dtype: torch.dtype) -> str | None:
     """Why the optimizers `make_optimizer` builds cannot run their own step() in a stack, or
-    None: two steps on a parameter that is a view of a stacked tensor (and whose gradient is a
-    view of a stacked gradient) must leave both views, must not write into the neighbouring
-    model, and must not draw random numbers (Gravity's random initial state)."""
-    weights = torch.zeros(2, 3, 4, dtype=dtype)  # two models; the first is probed
-    grads = torch.randn(2, 3, 4, dtype=dtype, generator=torch.Generator().manual_seed(0))
-    param = torch.nn.Parameter(weights[0])
-    param.grad = grads[0]
+    None: two steps on parameters that are views of stacked tensors (whose gradients are views
+    of stacked gradients) must leave both views, must not write into the neighbouring model,
+    must not draw random numbers (Gravity's random initial state), and must not amplify float
+    rounding (`_amplifies_rounding`)."""
+    generator = torch.Generator().manual_seed(0)
+    stacked = [torch.zeros(2, *shape, dtype=dtype) for shape in PROBE_SHAPES]  # two models
+    grads = [torch.randn(2, *shape, dtype=dtype, generator=generator) for shape in PROBE_SHAPES]
+    params = [torch.nn.Parameter(tensor[0]) for tensor in stacked]  # the first is probed
+    for param, grad in zip(params, grads, strict=True):
+        param.grad = grad[0]
     with torch.random.fork_rng():
         drawn_before = torch.random.get_rng_state()
         try:
-            optimizer = make_optimizer([param])
+            optimizer = make_optimizer(params)
             for _ in range(2):
                 optimizer.step()
         except Exception as exc:  # any failure on the probe: this class cannot be trusted here
@@ -339,17 +346,15 @@ def stacking_refusal(make_optimizer: OptimizerFactory, dtype: torch.dtype) -> st
         # Alone, a run's draws follow its own seed; in a stack, its neighbours' steps draw too.
         if not torch.equal(drawn_before, torch.random.get_rng_state()):
             return "its step draws torch's global random numbers, which a stack's models share"
-    if not _views(param, weights[0], grads[0]):
-        return "its step() replaces its parameters' tensors instead of updating them in place"
-    if weights[1].any():
-        return "its step() wrote outside its own parameters"
-    with torch.random.fork_rng():
-        amplifies = _amplifies_rounding(make_optimizer)
-    if amplifies:
-        return (
-            "its update amplifies float rounding (an eigendecomposition of a low-rank "
-            "statistic): the stack's and a lone run's gradients differ in their last bits"
-        )
+        if not all(_views(p, t[0], g[0]) for p, t, g in zip(params, stacked, grads, strict=True)):
+            return "its step() replaces its parameters' tensors instead of updating them in place"
+        if any(t[1].any() for t in stacked):
+            return "its step() wrote outside its own parameters"
+        if _amplifies_rounding(make_optimizer):
+            return (
+                "its update amplifies float rounding (an eigendecomposition of a low-rank "
+                "statistic): the stack's and a lone run's gradients differ in their last bits"
+            )
     return None
 
 
@@ -367,16 +372,20 @@ def _amplifies_rounding(make_optimizer: OptimizerFactory) -> bool:
         return torch.randn(*shape, dtype=torch.float64, generator=generator)
 
     # A layer's gradient has rank <= its batch size: rank one here, as degenerate as they come.
-    grads = [randn(3, 1) @ randn(1, 8) for _ in range(4)]
-    noise = [randn(3, 8) for _ in range(4)]
+    steps = [
+        [randn(*s[:1], 1) @ randn(1, *s[1:]) if len(s) == 2 else randn(*s) for s in PROBE_SHAPES]
+        for _ in range(4)
+    ]
+    noise = [[randn(*shape) for shape in PROBE_SHAPES] for _ in range(4)]
     trained = []
     for scale in (0.0, ROUNDING):
-        param = torch.nn.Parameter(torch.ones(3, 8, dtype=torch.float64))
-        optimizer = make_optimizer([param])
-        for g, n in zip(grads, noise, strict=True):
-            param.grad = g + scale * n * g.abs()
+        params = [torch.nn.Parameter(torch.ones(*s, dtype=torch.float64)) for s in PROBE_SHAPES]
+        optimizer = make_optimizer(params)
+        for grads, noises in zip(steps, noise, strict=True):
+            for param, g, n in zip(params, grads, noises, strict=True):
+                param.grad = g + scale * n * g.abs()
             optimizer.step()
-        trained.append(param.detach())
+        trained.append(torch.cat([p.detach().flatten() for p in params]))
     change = (trained[0] - trained[1]).abs().max() / trained[0].abs().max().clamp_min(1e-30)
     return bool(change > AMPLIFIED)
 

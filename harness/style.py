@@ -16,9 +16,12 @@ from pathlib import Path
 import matplotlib
 import numpy as np
 import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.text import Text
 from matplotlib.ticker import LogFormatter, LogLocator, NullFormatter
+from matplotlib.transforms import Bbox
 
 # One colour per optimizer, the same in every figure (colour-blind-safe where it matters most:
 # the SGD family in blues/greys, the Adam family in reds/oranges/greens). Any two are at least
@@ -196,6 +199,53 @@ def new_figure(n_cols: int, n_rows: int = 1, **kwargs) -> tuple[Figure, np.ndarr
     fig = Figure(figsize=(PANEL_WIDTH * n_cols, PANEL_HEIGHT * n_rows + 0.9), layout="constrained")
     axes = fig.subplots(n_rows, n_cols, squeeze=False, **kwargs)
     return fig, axes
+
+
+# Offsets (points) tried in turn for a point's label until it covers no other label.
+LABEL_OFFSETS = tuple(
+    (side, dy)
+    for distance in range(0, 14)
+    for dy in ((3 + 9 * distance, -6 - 9 * distance) if distance else (-4,))
+    for side in (5, -5)  # right of the point, then left of it
+)
+
+
+def label_points(ax, xs, ys, labels, fontsize: float = 7, others=((), ())) -> None:
+    """Name the points (xs, ys) of `ax`, each label at the first of LABEL_OFFSETS where it
+    stays inside the panel and covers no point (theirs, or the unnamed `others`: (xs, ys)) and
+    no label placed before it (on the figure's settled layout; the labels do not move it), the
+    lowest point first."""
+    fig = ax.figure
+    FigureCanvasAgg(fig)
+    fig.canvas.draw()  # the constrained layout settles: positions in pixels are final
+    renderer = fig.canvas.get_renderer()
+    panel = ax.get_window_extent(renderer)
+    points = ax.transData.transform(
+        np.column_stack([np.concatenate([xs, others[0]]), np.concatenate([ys, others[1]])])
+    )
+    radius = 3.5 * fig.dpi / 72  # a marker's half-width, in pixels
+    placed = [Bbox.from_extents(x - radius, y - radius, x + radius, y + radius) for x, y in points]
+    for x, y, text in sorted(zip(xs, ys, labels, strict=True), key=lambda p: p[1]):
+        for offset in LABEL_OFFSETS:
+            near = abs(offset[1]) < 9  # beside its point; further away, a thin line to it
+            label = ax.annotate(
+                text,
+                (x, y),
+                xytext=offset,
+                textcoords="offset points",
+                fontsize=fontsize,
+                ha="left" if offset[0] > 0 else "right",
+                arrowprops=None if near else {"arrowstyle": "-", "lw": 0.5, "color": "0.55"},
+            )
+            label.set_in_layout(False)
+            label.update_positions(renderer)
+            box = Text.get_window_extent(label, renderer)  # the text's, not its line's
+            inside = panel.contains(box.x0, box.y0) and panel.contains(box.x1, box.y1)
+            free = inside and not any(box.overlaps(other) for other in placed)
+            if free or offset == LABEL_OFFSETS[-1]:
+                placed.append(box)
+                break
+            label.remove()
 
 
 def styled(function: Callable) -> Callable:

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 from smoke_sweep import TARGET
 
 from harness import analysis, style
@@ -33,7 +34,9 @@ def text_boxes(fig: Figure) -> list[tuple[str, object]]:
 
     def add(what, text):
         if text.get_visible() and text.get_text().strip():
-            boxes.append((f"{what} {text.get_text()!r}", text.get_window_extent(renderer)))
+            # an annotation's own extent spans its leader line: its text is what must not cover
+            box = Text.get_window_extent(text, renderer)
+            boxes.append((f"{what} {text.get_text()!r}", box))
 
     if fig._suptitle is not None:
         add("suptitle", fig._suptitle)
@@ -50,6 +53,8 @@ def text_boxes(fig: Figure) -> list[tuple[str, object]]:
                     add(f"panel {i} {name} tick", label)
         if ax.get_legend() is not None:
             boxes.append((f"panel {i} legend", ax.get_legend().get_window_extent(renderer)))
+        for text in ax.texts:  # labels of points and bars
+            add(f"panel {i} text", text)
     return boxes
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.collections import PolyCollection
+from matplotlib.lines import Line2D
 from smoke_sweep import BATCH_64_LR, TARGET
 
 from conftest import REPO, SMALL_RUN, compose_config, hydra_context
@@ -258,6 +259,13 @@ def test_one_colour_per_optimizer_in_every_figure(tables):
             if ax.patches:
                 ticks = [t.get_text() for t in ax.get_yticklabels()]
                 entries += list(zip(ticks, ax.patches, strict=True))
+            for points in ax.collections:  # points named by their labels (quality vs cost)
+                if not hasattr(points, "get_offsets") or not len(points.get_offsets()):
+                    continue
+                offsets, faces = np.asarray(points.get_offsets()), points.get_facecolors()
+                for text in (t for t in ax.texts if hasattr(t, "xy")):
+                    at = np.flatnonzero(np.all(np.isclose(offsets, text.xy), axis=1))
+                    entries += [(text.get_text(), Line2D([], [], color=faces[i])) for i in at[:1]]
         assert entries, name
         for label, artist in entries:
             colour = (
@@ -372,6 +380,7 @@ def test_report_skips_what_the_sweep_cannot_show_and_says_why(tables, tmp_path):
         "course_net1.png",
         "course_net2.png",
         "performance_profile.png",
+        "quality_against_step_time.png",
         "summary.md",
     ]
     # The profiles of time to target are left out (nobody reached it), and the figure says so.

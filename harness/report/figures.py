@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 from harness import analysis, tuning_curves
 from harness.report.common import Skipped
 from harness.report.convergence import convergence_figure, course_figure
+from harness.report.cost import quality_against_step_time_figure
 from harness.report.profiles import performance_profile_figure
 from harness.report.sensitivity import (
     batch_size_figure,
@@ -41,6 +42,7 @@ FIGURES = {
     "performance_profile": "performance profiles",
     "tuned_hyperparameters": "learning rate and momentum chosen by self-tuning optimizers",
     "tuning_curves": "tuning curves: expected quality after k trials of tuning",
+    "quality_against_step_time": "final test error against the cost of one step alone",
 }
 
 
@@ -101,6 +103,7 @@ def make_figures(
         ),
         "tuned_hyperparameters": lambda: tuned_hyperparameters_figure(runs, curves),
         "tuning_curves": lambda: tuning_curve_figure(_tuning_curves(runs, tuned)),
+        "quality_against_step_time": lambda: quality_against_step_time_figure(runs),
     }
     # Any other numeric key the sweep varies (momentum, weight decay, ...) gets a figure too.
     for key in analysis.swept_keys(runs):

@@ -1,0 +1,81 @@
+"""Quality against the cost of a step: what each setting reaches and what each of its steps
+costs alone (an optimizer's own step differs 100x across the catalogue; a stacked run's clock
+is its whole stack's, so the cost is each run's calibration alone, `step_time_alone_s`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from harness import analysis
+from harness.report.common import Skipped
+from harness.style import (
+    label_points,
+    net_order,
+    net_title,
+    new_figure,
+    optimizer_color,
+    scale,
+    styled,
+)
+
+# Settings labelled by name in a panel: all of them up to this many, else the Pareto front.
+LABEL_ALL = 16
+
+
+def pareto_front(seconds: np.ndarray, error: np.ndarray) -> np.ndarray:
+    """Whether each point is on the front: no other point is both faster and better."""
+    order = np.lexsort((error, seconds))
+    front = np.zeros(len(seconds), dtype=bool)
+    best = np.inf
+    for i in order:
+        if error[i] < best:
+            front[i], best = True, error[i]
+    return front
+
+
+@styled
+def quality_against_step_time_figure(runs: pd.DataFrame) -> Figure:
+    """Per net: each setting at its chosen learning rate (by validation, `best_configs`), its
+    final test error against the seconds of one step alone (both logarithmic, mean over seeds,
+    error bars the 95 % CI of the error); named where few, else on the Pareto front."""
+    quality = analysis.quality(runs)
+    if quality != "accuracy":
+        raise Skipped(f"drawn for accuracy, not {quality}")
+    if "step_time_alone_s" not in runs or runs["step_time_alone_s"].isna().all():
+        raise Skipped("no run has a step time measured alone (runs from before the calibration)")
+    summary = analysis.summarize(runs, metrics=[f"final_test_{quality}", "step_time_s"])
+    best = analysis.best_configs(summary)
+    if best.empty:
+        raise Skipped("no configuration to draw")
+    nets = net_order(best)
+    fig, axes = new_figure(len(nets))
+    labelled = []
+    for ax, net in zip(axes[0], nets, strict=True):
+        panel = best[best["net"] == net]
+        seconds = panel["step_time_s_mean"].to_numpy(float) * 1e3
+        error = (1 - panel[f"final_test_{quality}_mean"].to_numpy(float)) * scale("test_accuracy")
+        ci = panel[f"final_test_{quality}_ci"].fillna(0).to_numpy(float) * scale("test_accuracy")
+        colors = [optimizer_color(o) for o in panel["optimizer"]]
+        front = pareto_front(seconds, error)
+        ax.errorbar(seconds, error, yerr=ci, fmt="none", ecolor="0.6", lw=0.8, zorder=1)
+        ax.scatter(seconds, error, c=colors, s=22, zorder=2, edgecolors="none")
+        ax.plot(np.sort(seconds[front]), error[front][np.argsort(seconds[front])], "k--", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("one optimizer step alone (ms)")
+        ax.set_ylabel("final test error (%)")
+        ax.set_title(net_title(best, net))
+        named = np.ones(len(panel), bool) if len(panel) <= LABEL_ALL else front
+        names = panel["setting"].to_numpy()
+        others = (seconds[~named], error[~named])
+        labelled.append((ax, seconds[named], error[named], names[named], others))
+    fig.suptitle(
+        "Final test error against the cost of one step, each setting at its learning rate "
+        "chosen on validation\n(dashed: settings no other beats in both; bars: 95 % CI over "
+        "seeds; step times measured alone, on this machine)"
+    )
+    for ax, xs, ys, names, others in labelled:  # once the layout is complete
+        label_points(ax, xs, ys, names, others=others)
+    return fig
