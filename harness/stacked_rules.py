@@ -26,7 +26,7 @@ from torch.optim.optimizer import _get_scalar_dtype
 from harness.errors import HarnessError
 from harness.stacked_model import StackedMLP
 from harness.stacked_module import StackedModule
-from harness.stepping import failure_reason
+from harness.stepping import failure_reason, needs_of
 
 STACKED_RULE, TORCH_FUSED, OPTIMIZER_STEP = "stacked_rule", "torch_fused", "optimizer_step"
 
@@ -339,6 +339,8 @@ def stacking_refusal(make_optimizer: OptimizerFactory, dtype: torch.dtype) -> st
         drawn_before = torch.random.get_rng_state()
         try:
             optimizer = make_optimizer(params)
+            if needs_of(optimizer).modes:  # trained in its train mode, as in a stack
+                optimizer.train()
             for _ in range(2):
                 optimizer.step()
         except Exception as exc:  # any failure on the probe: this class cannot be trusted here
@@ -381,6 +383,8 @@ def _amplifies_rounding(make_optimizer: OptimizerFactory) -> bool:
     for scale in (0.0, ROUNDING):
         params = [torch.nn.Parameter(torch.ones(*s, dtype=torch.float64)) for s in PROBE_SHAPES]
         optimizer = make_optimizer(params)
+        if needs_of(optimizer).modes:
+            optimizer.train()
         for grads, noises in zip(steps, noise, strict=True):
             for param, g, n in zip(params, grads, noises, strict=True):
                 param.grad = g + scale * n * g.abs()

@@ -186,7 +186,7 @@ SWEEP_CASES = {
     ),
     "unknown search method": (
         ["experiment=course_tune", "model=net1", "optimizer=sgd", "tune.method=bayes"],
-        "tune.method must be one of random, grid, got 'bayes'",
+        "tune.method must be one of random, grid, shortlist, got 'bayes'",
     ),
 }
 
