@@ -321,6 +321,15 @@ def log_y(ax) -> None:
     ax.yaxis.set_minor_formatter(_PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
 
 
+def log_x(ax) -> None:
+    """A log-scale x axis labelled with plain numbers at 1, 2 and 5 of each decade (a short
+    range still gets labels; minor ticks unlabelled: side by side, their labels would touch)."""
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(_PlainLogFormatter(labelOnlyBase=False))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
 def log_x_lr(ax) -> None:
     ax.set_xscale("log")
     ax.xaxis.set_major_locator(LogLocator(base=10))

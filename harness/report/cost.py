@@ -12,6 +12,8 @@ from harness import analysis
 from harness.report.common import Skipped
 from harness.style import (
     label_points,
+    log_x,
+    log_y,
     net_order,
     net_title,
     new_figure,
@@ -62,8 +64,8 @@ def quality_against_step_time_figure(runs: pd.DataFrame) -> Figure:
         ax.errorbar(seconds, error, yerr=ci, fmt="none", ecolor="0.6", lw=0.8, zorder=1)
         ax.scatter(seconds, error, c=colors, s=22, zorder=2, edgecolors="none")
         ax.plot(np.sort(seconds[front]), error[front][np.argsort(seconds[front])], "k--", lw=0.8)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        log_x(ax)
+        log_y(ax)
         ax.set_xlabel("one optimizer step alone (ms)")
         ax.set_ylabel("final test error (%)")
         ax.set_title(net_title(best, net))
