@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from harness import engine
+from harness import engine, memory
 from harness.building import build_optimizer, optimizer_and_schedule
 from harness.errors import ConfigError, HarnessError
 from harness.identity import config_hash
@@ -275,7 +275,10 @@ def _first_steps(job: Job, setup: Setup) -> tuple[str | None, float | None]:
     problem, data = setup.problem, setup.data
     device = setup.eval_train_idx.device
     failed, seconds = None, None
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+    with (
+        torch.random.fork_rng(devices=[device] if device.type == "cuda" else []),
+        memory.bounded(),  # a step that asks for more than the machine has: refused, not killed
+    ):
         model = problem.build_model(job.cfg, data, torch.Generator().manual_seed(0))
         optimizer, scheduler = build_optimizer(job, model, setup.schedule.iterations)
         rows = torch.arange(min(setup.schedule.batch_size, problem.size(data)), device=device)

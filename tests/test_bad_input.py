@@ -5,8 +5,11 @@ import shutil
 
 import pytest
 
-from conftest import run_cli
+from conftest import compose_config, hydra_context, run_cli
 from harness.data import MNIST_FILES
+from harness.errors import ConfigError
+from harness.job import Job
+from harness.run import check
 
 SMALL = [
     "data.train_size=500",
@@ -212,3 +215,23 @@ def test_bad_input_leaves_an_existing_sweep_as_it_was(tmp_path):
     result = run_cli("-m", *SMALL, *bad, f"hydra.sweep.dir={folder}", cwd=tmp_path)
     assert result.returncode == 2 and "optimizer.lr must be > 0" in result.stderr
     assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
+
+
+def test_a_first_step_that_asks_for_more_memory_than_the_machine_has_is_refused(mnist_dir):
+    """As Kron on net2 (25 GB): refused in one line, where the kernel would kill the process."""
+
+    with hydra_context():
+        cfg = compose_config(
+            [
+                f"data.root={mnist_dir}",
+                *SMALL,
+                "optimizer=sgd",
+                "optimizer._target_=conftest.GreedySGD",
+            ]
+        )
+    with pytest.raises(ConfigError) as refused:
+        check(Job.of(cfg, "unused"))
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith("optimizer conftest.GreedySGD fails on its first step")
+    assert "allocate" in message or "MemoryError" in message
