@@ -46,6 +46,40 @@ def read_run(run_dir: Path) -> RunRecord:
     return RunRecord(json.loads((run_dir / RUN_FILE).read_text()))
 
 
+def read_finished(sweep_dir: Path, run_dir: str) -> RunRecord:
+    """The record of a finished run of a sweep folder (`run_dir` relative to it): its run.json,
+    or, where its folder is gone, what the sweep's consolidated runs table kept of it (status,
+    final metrics, the problem's quality and direction, lengths and times: what a sweeper
+    reads). A sweep resumed from its committed tables on another machine trains nothing twice."""
+    if (sweep_dir / run_dir / RUN_FILE).exists():
+        return read_run(sweep_dir / run_dir)
+    table = pd.read_parquet(sweep_dir / RUNS_TABLE)
+    row = table[table["run_dir"] == run_dir].iloc[0]
+    present = {k: v for k, v in row.items() if not _missing(v)}
+    final = {
+        k.removeprefix("final_"): v
+        for k, v in present.items()
+        if k.startswith("final_") or k.startswith("best_")
+    }
+    kept = ["status", "iterations", "epochs", "train_time_s", "wall_time_s", "engine"]
+    kept += ["step_time_alone_s", "error", "config_hash"]
+    return RunRecord(
+        {k: present[k] for k in kept if k in present}
+        | {
+            "final": final,
+            "diverged_at": present.get("diverged_at"),
+            "problem": {
+                "quality": present.get("quality", "accuracy"),
+                "higher_is_better": bool(present.get("higher_is_better", True)),
+            },
+        }
+    )
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 class RunRecord(dict):
     """A run's run.json record that is also its objective for a sweeper that optimises (Hydra's
     Optuna sweeper reads `float(job_return.return_value)`): `float(record)` is the run's final

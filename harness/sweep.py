@@ -35,6 +35,7 @@ from harness.results import (
     RunRecord,
     atomic_write_bytes,
     collect,
+    read_finished,
     read_run,
 )
 
@@ -203,7 +204,7 @@ def resumed(config: dict[str, Any], sweep_dir: Path, run_dir: Path) -> RunRecord
     if done is None:
         return None
     log.info("skipped: this config already finished in %s", done)
-    return read_run(sweep_dir / done)
+    return read_finished(sweep_dir, done)
 
 
 def format_seconds(seconds: float) -> str:

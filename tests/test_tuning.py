@@ -217,6 +217,32 @@ def test_random_search_trains_its_trials_stacked_and_resumes(tuning_study):
     assert _mtimes(folder) == before  # every trial had finished: nothing trained again
 
 
+def test_a_study_resumed_from_its_committed_tables_alone_trains_nothing_again(tuning_study):
+    # A fresh clone has a sweep's consolidated tables (committed) but no run folders (ignored):
+    # the study picks up from the tables, as a long study does across machines.
+    cwd, folder = tuning_study
+    clone = cwd / "clone"
+    clone.mkdir()
+    for table in (RUNS_TABLE, "curves.parquet"):
+        (clone / table).write_bytes((folder / table).read_bytes())
+    again = run_cli(
+        "-m",
+        "experiment=course_tune",
+        "model=net1",
+        "optimizer=sgd,adam",
+        "tune.budget=3",
+        *TINY,
+        f"hydra.sweep.dir={clone}",
+        cwd=cwd,
+    )
+    assert again.returncode == 0, again.stderr
+    assert not list(clone.rglob(RUN_FILE))  # nothing trained
+    assert "skipped: this config already finished" in again.stderr + again.stdout
+    pd.testing.assert_frame_equal(
+        _runs(clone).drop(columns="run_dir"), _runs(folder).drop(columns="run_dir")
+    )
+
+
 def test_the_evaluation_phase_takes_the_rate_the_validation_set_chose(tuning_study):
     cwd, folder = tuning_study
     tuned = _runs(folder)
