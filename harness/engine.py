@@ -58,6 +58,7 @@ class Outcome:
     diverged_at: int | None  # the step at which it diverged or failed
     train_time_s: float  # optimisation only, evaluations excluded (a stack's: all its members')
     error: str | None = None  # why it failed, in one line
+    update_path: str | None = None  # how a stack updated it (harness.stacked_rules)
 
 
 def logged_hyperparameters(optimizer: torch.optim.Optimizer) -> dict[str, float]:
@@ -93,6 +94,21 @@ def batch_indices(
         yield it, perm[pos * batch_size : (pos + 1) * batch_size]
 
 
+def member_batches(
+    n: int,
+    batch_size: int,
+    iterations: int,
+    generators: Sequence[torch.Generator],
+    device: torch.device,
+) -> Iterator[tuple[int, torch.Tensor]]:
+    """(iteration, rows) of every step for members that each follow their own data order (one
+    generator per member: the seeds of one configuration in a stack): rows ``[K, batch]``,
+    member k's row k as `batch_indices` draws it for that member alone."""
+    orders = [batch_indices(n, batch_size, iterations, g, device) for g in generators]
+    for steps in zip(*orders, strict=True):
+        yield steps[0][0], torch.stack([rows for _, rows in steps])
+
+
 class Members(Protocol):
     """K models, each with its optimizer and LR schedule, trained on shared mini-batches: what
     `train` drives. Member k keeps its position until `keep` drops others."""
@@ -101,7 +117,8 @@ class Members(Protocol):
 
     def step(self, rows: torch.Tensor) -> torch.Tensor:
         """One optimisation step (and schedule step) of every member on the training rows
-        `rows`; their K mini-batch losses before the step, on the device (no synchronisation)."""
+        `rows` (``[batch]``, shared, or ``[K, batch]``, one row per member); their K mini-batch
+        losses before the step, on the device (no synchronisation)."""
         ...
 
     def evaluate(self, splits: dict[str, torch.Tensor | None]) -> list[dict[str, float]]:
@@ -178,14 +195,15 @@ def train(
     data: Any,
     eval_train_idx: torch.Tensor,
     schedule: Schedule,
-    order_generator: torch.Generator,
+    order: torch.Generator | Sequence[torch.Generator],
     divergence_factors: Sequence[float | None] | None = None,
     progress: bool = False,
 ) -> list[Outcome]:
     """Train `members` for `schedule.iterations` steps on mini-batches of `problem`'s `data`,
     evaluating every `schedule.eval_every` (their metrics on the `eval_train_idx` rows of the
     training data and on each held-out split, recorded as train_<metric>, val_<metric>,
-    test_<metric>). One Outcome per member, in their order.
+    test_<metric>). One Outcome per member, in their order. `order` draws the data order: one
+    generator, shared by every member, or one per member (each its own mini-batches).
 
     A member whose loss diverges (see Schedule.divergence_factor; `divergence_factors` gives
     each member its own) ends with status "diverged", a result, not an error, and is dropped:
@@ -230,11 +248,14 @@ def train(
             drop(dict.fromkeys(ended), "diverged", iteration)
 
     limits = [divergence_limit(f, v) for f, v in zip(factors, evaluation(0), strict=True)]
+    device = eval_train_idx.device
+    if isinstance(order, torch.Generator):
+        batches = batch_indices(n, schedule.batch_size, schedule.iterations, order, device)
+    else:  # the rows of every member drawn, the active members' taken
+        batches = member_batches(n, schedule.batch_size, schedule.iterations, order, device)
     tic = time.perf_counter()
-    for it, idx in batch_indices(
-        n, schedule.batch_size, schedule.iterations, order_generator, eval_train_idx.device
-    ):
-        loss = members.step(idx)
+    for it, idx in batches:
+        loss = members.step(idx if idx.dim() == 1 else idx[active])
         if losses is None:
             losses = loss.new_zeros(len(active), log_every)
         losses[:, (it - 1) % log_every] = loss

@@ -29,10 +29,11 @@ from typing import Any
 
 import torch
 import torch.multiprocessing
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from harness import run as run_module
 from harness.data import TensorData
+from harness.identity import identity_config, identity_hash
 from harness.job import Job
 from harness.stacked import execute_group, refusal, stack_key
 from harness.sweep import Progress
@@ -85,8 +86,9 @@ class Task:
 def plan(jobs: Sequence[Job], parts: int, max_stack: int | None = None) -> list[Task]:
     """Tasks for `jobs`: each group of stackable runs split into up to `parts` sub-stacks of
     near-equal size (one per worker process), or more where a sub-stack would hold more than
-    `max_stack` models, every other run a task of its own. A stack's runs are written when it
-    ends, so `max_stack` bounds what an interrupted sweep loses."""
+    `max_stack` models (give or take a configuration's seeds, which are never split), every
+    other run a task of its own. A stack's runs are written when it ends, so `max_stack`
+    bounds what an interrupted sweep loses."""
     tasks: list[Task] = []
     groups: dict[tuple, list[int]] = {}
     refused: Counter[str] = Counter()
@@ -108,8 +110,23 @@ def plan(jobs: Sequence[Job], parts: int, max_stack: int | None = None) -> list[
             tasks.append(Task(members, stacked=False))
             continue
         n = min(max(parts, -(-len(members) // (max_stack or len(members)))), len(members))
-        tasks += [Task(members[p::n], stacked=True) for p in range(n)]
+        # the seeds of one configuration go to one sub-stack (they share an optimizer there);
+        # configurations are dealt round the sub-stacks, which mixes cheap and costly ones
+        sub_stacks: list[list[int]] = [[] for _ in range(n)]
+        for seeds in _seeds_of_each_configuration(members, jobs):
+            min(sub_stacks, key=len).extend(seeds)
+        tasks += [Task(sorted(sub), stacked=True) for sub in sub_stacks if sub]
     return tasks
+
+
+def _seeds_of_each_configuration(members: list[int], jobs: Sequence[Job]) -> list[list[int]]:
+    """`members` (indices of `jobs`) grouped by configuration (`config_id`: runs that differ in
+    their seed alone), in order of first appearance."""
+    seeds: dict[str, list[int]] = {}
+    for index in members:
+        config = OmegaConf.to_container(jobs[index].cfg, resolve=True)
+        seeds.setdefault(identity_hash(identity_config(config)), []).append(index)
+    return list(seeds.values())
 
 
 def _run_task(jobs: Sequence[Job], stacked: bool, threads: int | None) -> list[dict[str, Any]]:

@@ -1,15 +1,17 @@
-"""The stacked engine: the runs of a sweep that differ only in their optimizer, hyper-parameters
-and schedule are trained together as one stacked model.
+"""The stacked engine: the runs of a sweep that differ only in their optimizer, hyper-parameters,
+schedule and seed are trained together as one stacked model.
 
-Runs that share architecture, batch size, data, seed (hence data order) and length (see
-`group_key`) see the very same mini-batches, so their K networks are held as one stacked model
-and trained with one pass over each batch: MLPs as a `StackedMLP` (harness.stacked_model, forward
+Runs that share architecture, batch size, data and length (see `group_key`) train on batches of
+the same shape, so their K networks are held as one stacked model and trained with one pass
+over each step's batches (one shared batch where they share a seed, hence a data order; a batch
+per model where seeds differ): MLPs as a `StackedMLP` (harness.stacked_model, forward
 and backward written out), any other model as a `StackedModule` (harness.stacked_module,
 torch.func) if a probe shows that it stacks exactly. Each model keeps its own
 ``nn.Module``, optimizer and LR scheduler exactly as `run.prepare` built them (so initialisation
 is the single-run engine's by construction); `StackedOptimizers` (harness.stacked_rules) steps
-them. A model whose loss diverges is recorded as diverged and removed from the stack (the stack
-is rebuilt without it), so it neither slows down nor disturbs the others.
+them; the seeds of one configuration share one instance of their optimizer where a probe
+shows that this is exact. A model whose loss diverges is recorded as diverged and removed from
+the stack (the stack is rebuilt without it), so it neither slows down nor disturbs the others.
 
 Each model writes the same metrics and run.json as `run.execute` (through `run.finish`); its
 ``time_s`` is the stack's optimisation time. harness.launcher decides which runs stack and
@@ -33,16 +35,25 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness import engine
 from harness import run as run_module
-from harness.building import optimizer_factory
+from harness.building import optimizer_and_schedule, optimizer_factory
 from harness.engine import Outcome, logged_hyperparameters
 from harness.errors import HarnessError
+from harness.identity import identity_config, identity_hash
 from harness.job import Job
 from harness.models import INIT_KEYS, MLP, MLP_TARGET, resolve_activations
 from harness.problems import Problem
 from harness.stacked_model import StackedMLP
 from harness.stacked_module import StackedModule
 from harness.stacked_module import stacking_refusal as module_refusal
-from harness.stacked_rules import StackedOptimizers, rule_key, stacking_refusal, update_path
+from harness.stacked_rules import (
+    SHARED_STEP,
+    Sharing,
+    StackedOptimizers,
+    rule_key,
+    sharing_refusal,
+    stacking_refusal,
+    update_path,
+)
 from harness.stepping import Needs, evaluation_mode, needs_of, needs_of_class
 from harness.validate import DTYPES, validate_run
 
@@ -72,7 +83,7 @@ def refusal(job: Job) -> str | None:
     if cfg.optimizer._target_.startswith("torch.optim."):
         return None
     iterations = int(cfg.train.iterations or 0)  # a run-length argument's value (Ranger21)
-    reason = _probe(OmegaConf.to_yaml(cfg.optimizer, resolve=True), cfg.train.dtype, iterations)
+    reason = _probe(_OptimizerNode(cfg.optimizer), cfg.train.dtype, iterations)
     return None if reason is None else f"optimizer {cfg.optimizer._target_}: {reason}"
 
 
@@ -86,10 +97,24 @@ def _optimizer_needs(target: str) -> Needs | None:
         return None
 
 
+class _OptimizerNode:
+    """A run's optimizer config, equal to another of the same values (the probes' cache key):
+    probes build the optimizer from the node itself, as the run does; a node written out as
+    YAML and read back can hold other values (an enum's name read back as a string)."""
+
+    def __init__(self, node: DictConfig) -> None:
+        self.node, self.key = node, OmegaConf.to_yaml(node, resolve=True)
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _OptimizerNode) and other.key == self.key
+
+
 @functools.lru_cache(maxsize=256)
-def _probe(optimizer_yaml: str, dtype: str, iterations: int) -> str | None:
-    factory = optimizer_factory(OmegaConf.create(optimizer_yaml), iterations)
-    return stacking_refusal(factory, DTYPES[dtype])
+def _probe(optimizer: _OptimizerNode, dtype: str, iterations: int) -> str | None:
+    return stacking_refusal(optimizer_factory(optimizer.node, iterations), DTYPES[dtype])
 
 
 @functools.lru_cache(maxsize=64)
@@ -119,12 +144,13 @@ def group_key(job: Job) -> tuple | None:
 
 
 def stack_key(cfg: DictConfig) -> tuple:
-    """The group of a valid run that can stack: model architecture, batch size, data config, seed
-    (data order), length, evaluation and logging settings, dtype and device.
+    """The group of a valid run that can stack: model architecture, batch size, data config,
+    length, evaluation and logging settings, dtype and device.
 
-    Optimizer, hyper-parameters, schedule, divergence_factor and the initialisation scheme may
-    differ inside a group (each model is built by run.prepare with its own settings); execution
-    settings (threads, progress, train.engine) are ignored: the launcher decides on those.
+    Optimizer, hyper-parameters, schedule, divergence_factor, the initialisation scheme and the
+    seed may differ inside a group (each model is built by run.prepare with its own settings
+    and draws its own data order); execution settings (threads, progress, train.engine) are
+    ignored: the launcher decides on those.
     """
     train = cfg.train
     return (
@@ -136,7 +162,6 @@ def stack_key(cfg: DictConfig) -> tuple:
         train.eval_train_size,
         train.log_every,
         train.dtype,
-        cfg.seed,
         str(run_module.resolve_device(cfg.device)),
         run_module.data_key(cfg),
     )
@@ -173,15 +198,15 @@ class Stack:
         problem: Problem,
         data: Any,
         stack_class: type[StackedMLP] | type[StackedModule] | None = None,
+        sharing: Sequence[Sharing | None] | None = None,
     ) -> None:
         self.models, self.optimizers = list(models), list(optimizers)
         self.schedulers, self.problem, self.data = list(schedulers), problem, data
         self.stack = (stack_class or stack_of)(self.models)
-        self.stepper = StackedOptimizers(self.stack, self.optimizers)
+        self.stepper = StackedOptimizers(self.stack, self.optimizers, sharing)
         self.failed: dict[int, str] = {}
-        self.needs = [needs_of(o) for o in self.optimizers]
-        for optimizer, needs in zip(self.optimizers, self.needs, strict=True):
-            if needs.modes:  # Schedule-Free trains in its train mode, as alone
+        for optimizer in self.stepper.stepping():
+            if needs_of(optimizer).modes:  # Schedule-Free trains in its train mode, as alone
                 optimizer.train()
 
     def __len__(self) -> int:
@@ -204,8 +229,8 @@ class Stack:
     def evaluate(self, splits: dict[str, torch.Tensor | None]) -> list[dict[str, float]]:
         metrics: list[dict[str, float]] = [{} for _ in self.models]
         with contextlib.ExitStack() as modes:  # each optimizer's eval mode, as alone
-            for optimizer, needs in zip(self.optimizers, self.needs, strict=True):
-                modes.enter_context(evaluation_mode(optimizer, needs))
+            for optimizer in self.stepper.stepping():
+                modes.enter_context(evaluation_mode(optimizer, needs_of(optimizer)))
             for split, rows in splits.items():
                 found = self.problem.stacked_evaluate(self.stack, self.data, split, rows)
                 for mine, values in zip(metrics, found, strict=True):
@@ -213,14 +238,13 @@ class Stack:
         return metrics
 
     def hyperparameters(self) -> list[dict[str, float]]:
-        return [logged_hyperparameters(o) for o in self.optimizers]
+        return [logged_hyperparameters(self.stepper.optimizer_of(k)) for k in range(len(self))]
 
     def keep(self, kept: Sequence[int]) -> None:
         """Rebuild the stack without the others (their models keep their last weights)."""
         self.models = [self.models[j] for j in kept]
         self.optimizers = [self.optimizers[j] for j in kept]
         self.schedulers = [self.schedulers[j] for j in kept]
-        self.needs = [self.needs[j] for j in kept]
         self.stack.restack(self.models)
         self.stepper.keep(kept)
 
@@ -229,14 +253,27 @@ def train_stack(
     runs: Sequence[run_module.PreparedRun],
     progress: bool = False,
     stack_class: type[StackedMLP] | type[StackedModule] | None = None,
+    share: bool = True,
 ) -> list[Outcome]:
     """Train prepared runs of one group (see `group_key`) together; one Outcome per run, as
-    engine.train would return it for that run alone. `stack_class` (benchmarks, tests) forces
-    a stacked model class instead of `stack_of`'s choice."""
+    engine.train would return it for that run alone, with the run's `update_path`. Each run
+    draws its own data order (runs of one seed share theirs); the seeds of one configuration
+    share one instance of their optimizer where `sharing_refusal` allows it (`share`: False,
+    never; benchmarks compare). `stack_class` (benchmarks, tests) forces a stacked model class
+    instead of `stack_of`'s choice."""
     setup = runs[0].setup
-    # stack order: models that share an update rule are neighbours (one fused update)
-    order = sorted(range(len(runs)), key=lambda i: repr(rule_key(runs[i].optimizer)))
+    sharing = [_sharing(r) if share else None for r in runs]
+    # stack order: models that share an update rule, then the seeds of one configuration, are
+    # neighbours (one fused update, one shared instance)
+    order = sorted(
+        range(len(runs)),
+        key=lambda i: (
+            repr(rule_key(runs[i].optimizer)),
+            sharing[i] and sharing[i].config_id or "",
+        ),
+    )
     stacked = [runs[i] for i in order]
+    paths = [update_path(r.optimizer) for r in stacked]  # before the stack sets fused=True
     members = Stack(
         [r.model for r in stacked],
         [r.optimizer for r in stacked],
@@ -244,19 +281,52 @@ def train_stack(
         setup.problem,
         setup.data,
         stack_class,
+        [sharing[i] for i in order],
     )
+    paths = [
+        SHARED_STEP if found == SHARED_STEP else path
+        for path, found in zip(paths, members.stepper.paths(), strict=True)
+    ]
+    if len({r.order_seed for r in stacked}) == 1:
+        order_of = runs[0].order_generator()  # one data order: one product for all models
+    else:
+        order_of = [r.order_generator() for r in stacked]
     outcomes = engine.train(
         members,
         setup.problem,
         setup.data,
         setup.eval_train_idx,
         setup.schedule,
-        runs[0].order_generator(),
+        order_of,
         divergence_factors=[r.setup.schedule.divergence_factor for r in stacked],
         progress=progress,
     )
-    by_run = dict(zip(order, outcomes, strict=True))
+    by_run = {
+        i: dataclasses.replace(outcome, update_path=path)
+        for i, outcome, path in zip(order, outcomes, paths, strict=True)
+    }
     return [by_run[i] for i in range(len(runs))]
+
+
+def _sharing(run: run_module.PreparedRun) -> Sharing | None:
+    """How the run's seeds may share one optimizer instance in a stack (None: they may not):
+    its problem gives one optimizer all parameters and `sharing_refusal`'s probe passes."""
+    problem = run.setup.problem
+    if type(problem).parameter_groups is not Problem.parameter_groups:
+        return None
+    cfg, iterations = run.cfg, run.setup.schedule.iterations
+    if _sharing_probe(_OptimizerNode(cfg.optimizer), iterations) is not None:
+        return None
+    identity = identity_config(OmegaConf.to_container(cfg, resolve=True))
+    build = functools.partial(
+        optimizer_and_schedule, cfg.optimizer, cfg.schedule, iterations=iterations
+    )
+    return Sharing(identity_hash(identity), build)
+
+
+@functools.lru_cache(maxsize=256)
+def _sharing_probe(optimizer: _OptimizerNode, iterations: int) -> str | None:
+    return sharing_refusal(optimizer_factory(optimizer.node, iterations))
 
 
 def execute_group(jobs: Sequence[Job], threads: int | None = None) -> list[dict[str, Any]]:
@@ -285,9 +355,8 @@ def execute_group(jobs: Sequence[Job], threads: int | None = None) -> list[dict[
         runs[0].setup.schedule.iterations,
         runs[0].device,
     )
-    paths = [update_path(r.optimizer) for r in runs]  # before the stack sets fused=True
     outcomes = train_stack(runs, progress=run_module.show_progress(cfg.train.progress))
     return [
-        run_module.finish(r, o, "stacked", path)
-        for r, o, path in zip(runs, outcomes, paths, strict=True)
+        run_module.finish(r, o, "stacked", o.update_path)
+        for r, o in zip(runs, outcomes, strict=True)
     ]

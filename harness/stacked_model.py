@@ -92,13 +92,17 @@ class StackedMLP:
         return triples
 
     @torch.no_grad()
-    def forward(self, x: torch.Tensor, keep: bool = False) -> torch.Tensor:
-        """Logits ``[K, classes, batch]`` of the K models for the shared input `x` ``[batch, in]``;
+    def forward(self, x: torch.Tensor, keep: bool = False, per_model: bool = False) -> torch.Tensor:
+        """Logits ``[K, classes, batch]`` of the K models for the shared input `x` ``[batch, in]``
+        (one product for all) or, `per_model`, for an input per model ``[K, batch, in]``;
         `keep` saves what `backward` needs."""
-        k, batch = len(self.models), len(x)
+        k, batch = len(self.models), x.shape[-2]
         w0 = self.weights[0]
-        z = torch.addmm(self.biases[0].reshape(-1, 1), w0.reshape(-1, w0.shape[-1]), x.T)
-        z = z.view(k, -1, batch)
+        if per_model:
+            z = torch.baddbmm(self.biases[0].unsqueeze(-1), w0, x.transpose(1, 2))
+        else:
+            z = torch.addmm(self.biases[0].reshape(-1, 1), w0.reshape(-1, w0.shape[-1]), x.T)
+            z = z.view(k, -1, batch)
         saved = []
         for i, name in enumerate(self.activations, start=1):
             h = ACTIVATIONS[name](z)
@@ -120,5 +124,8 @@ class StackedMLP:
             grad_h = torch.bmm(self.weights[i].transpose(1, 2), grad)
             grad = ACTIVATION_BACKWARD[self.activations[i - 1]](grad_h, z, h)
         g0 = self.weight_grads[0]
-        torch.mm(grad.reshape(-1, grad.shape[-1]), self._x, out=g0.view(-1, g0.shape[-1]))
+        if self._x.dim() == 3:  # an input per model
+            torch.bmm(grad, self._x, out=g0)
+        else:
+            torch.mm(grad.reshape(-1, grad.shape[-1]), self._x, out=g0.view(-1, g0.shape[-1]))
         torch.sum(grad, dim=2, out=self.bias_grads[0])

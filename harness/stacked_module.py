@@ -64,6 +64,7 @@ class StackedModule:
             return torch.func.functional_call(base, dict(zip(self.names, params, strict=True)), x)
 
         self._forward = torch.vmap(call, in_dims=(0, None))
+        self._forward_per_model = torch.vmap(call, in_dims=(0, 0))
 
     def tensors(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """(stacked parameter, its stacked gradient) pairs."""
@@ -77,15 +78,17 @@ class StackedModule:
             for name, stacked, grad in zip(self.names, self.params, self.grads, strict=True)
         ]
 
-    def forward(self, x: torch.Tensor, keep: bool = False) -> torch.Tensor:
-        """Outputs of the K models for the shared input `x`, ``[K, batch, classes]`` (the
-        models' own layout, `class_dim` 2); `keep` records the graph `backward` needs."""
+    def forward(self, x: torch.Tensor, keep: bool = False, per_model: bool = False) -> torch.Tensor:
+        """Outputs of the K models for the shared input `x` (or, `per_model`, an input per model
+        stacked along a first dimension), ``[K, batch, classes]`` (the models' own layout,
+        `class_dim` 2); `keep` records the graph `backward` needs."""
+        forward = self._forward_per_model if per_model else self._forward
         if not keep:
             with torch.no_grad():
-                return self._forward(self.params, x)
+                return forward(self.params, x)
         with torch.enable_grad():
             params = [p.detach().requires_grad_() for p in self.params]
-            outputs = self._forward(params, x)
+            outputs = forward(params, x)
         self._saved = (params, outputs)
         return outputs.detach()
 
@@ -113,10 +116,22 @@ def stacking_refusal(
         return "it has no parameters to train"
     if any(True for _ in models[0].buffers()):
         return "it has buffers (such as batch-norm statistics), which a stack does not hold"
+    # the rows shared by the models, then other rows for each (seeds of one config in a stack)
+    per_model = torch.stack([rows + k * len(rows) for k in range(len(models))])
+    for batch in (rows, per_model):
+        reason = _probe_rows(problem, models, data, batch)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _probe_rows(
+    problem: Problem, models: Sequence[nn.Module], data: Any, rows: torch.Tensor
+) -> str | None:
     try:
         alone = []
-        for model in models:
-            loss = problem.loss(model, data, rows)
+        for k, model in enumerate(models):
+            loss = problem.loss(model, data, rows if rows.dim() == 1 else rows[k])
             alone.append((loss.detach(), torch.autograd.grad(loss, list(model.parameters()))))
         stack = StackedModule([copy.deepcopy(m) for m in models])
         losses = problem.stacked_loss(stack, data, rows)

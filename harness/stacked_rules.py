@@ -12,13 +12,20 @@ A model's update takes one of three paths (`update_path`, recorded in run.json):
 * ``optimizer_step``: any other optimizer (RAdam, classes outside torch.optim, unusual settings)
   runs its own ``step()`` on its model's parameters, which are views of the stacked tensors.
   That is exact only if ``step()`` updates them in place: `stacking_refusal` checks it on a
-  probe before a run joins a stack, and `StackedOptimizers.step` after every step.
+  probe before a run joins a stack, and `StackedOptimizers.step` after every step;
+* ``shared_step``: the seeds of one configuration (same optimizer, hyper-parameters and
+  schedule) whose optimizer would run its own ``step()`` share one instance of it over their
+  slice of the stacked tensors: one step for all of them. Exact for an optimizer whose update
+  is element-wise; `sharing_refusal` checks it on a probe (one instance against one per model,
+  a model dropped half-way) before they share.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch.optim.optimizer import _get_scalar_dtype
@@ -29,6 +36,7 @@ from harness.stacked_module import StackedModule
 from harness.stepping import failure_reason, needs_of
 
 STACKED_RULE, TORCH_FUSED, OPTIMIZER_STEP = "stacked_rule", "torch_fused", "optimizer_step"
+SHARED_STEP = "shared_step"
 
 # Each built-in torch.optim class below is re-expressed with per-model hyper-parameters as [K, 1, 1]
 # (weights) or [K, 1] (biases) tensors, following torch's single-tensor implementation operation
@@ -316,6 +324,18 @@ def update_path(optimizer: torch.optim.Optimizer) -> str:
 
 
 OptimizerFactory = Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]
+# params -> (optimizer, its LR schedule), as a run's config builds them (building)
+ScheduledFactory = Callable[[list[torch.nn.Parameter]], tuple[torch.optim.Optimizer, Any]]
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """What lets members of a stack share one optimizer instance: `config_id`, the identity of
+    their configuration (runs with the same one are its seeds), and how to build its optimizer
+    and schedule over their slice of the stacked tensors."""
+
+    config_id: str
+    build: ScheduledFactory
 
 
 # The probe's model: a hidden matrix, a head and its bias (Muon's split sees both of its parts).
@@ -394,6 +414,163 @@ def _amplifies_rounding(make_optimizer: OptimizerFactory) -> bool:
     return bool(change > AMPLIFIED)
 
 
+SHARING_PROBE_MODELS = 4  # no dimension of PROBE_SHAPES: a state indexed wrongly shows
+SHARING_TOLERANCE = 1e-12  # relative, in float64: rounding only
+SHARING_STEPS, SHARING_DROP = 8, 4  # the probe's steps, and the step before which it drops
+# Each model's gradient at a step, from its own weights (in its own shapes), the model's index
+# and the step: the probe's regimes.
+GradientOf = Callable[[list[torch.Tensor], int, int], list[torch.Tensor]]
+
+
+def _probe_regimes() -> dict[str, GradientOf]:
+    """The gradients the sharing probe trains its models on, each regime a way an update may
+    couple the entries of a tensor: a quadratic per model (its own minimum and curvature, so
+    that a step size worked out from all parameters differs between models), the same made
+    orthogonal to each row of the weights (where projections such as AdamP's act), a tiny MLP
+    on its own data (the probe's shapes: a hidden matrix, a head and its bias; gradients of low
+    rank, as a network's are), and heavy-tailed noise (norms that jump up and down, where
+    adaptive step sizes such as ASGD's react)."""
+    generator = torch.Generator().manual_seed(2)
+    k = SHARING_PROBE_MODELS
+
+    def draw(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, dtype=torch.float64, generator=generator)
+
+    minima = [[draw(*s) for s in PROBE_SHAPES] for _ in range(k)]
+    curvature = [1.0, 30.0, 0.05, 4.0]
+    inputs = [draw(16, PROBE_SHAPES[0][1]) for _ in range(k)]
+    labels = [torch.randint(0, 2, (16,), generator=generator) for _ in range(k)]
+    noise = [[[draw(*s) for s in PROBE_SHAPES] for _ in range(SHARING_STEPS)] for _ in range(k)]
+    scales = torch.exp(3 * draw(k, SHARING_STEPS))
+
+    def quadratic(weights: list[torch.Tensor], m: int, step: int) -> list[torch.Tensor]:
+        return [(w - low) * curvature[m] for w, low in zip(weights, minima[m], strict=True)]
+
+    def orthogonal(weights: list[torch.Tensor], m: int, step: int) -> list[torch.Tensor]:
+        grads = quadratic(weights, m, step)
+        return [
+            g - (g * w).sum(-1, keepdim=True) / (w * w).sum(-1, keepdim=True) * w
+            for g, w in zip(grads, weights, strict=True)
+        ]
+
+    def network(weights: list[torch.Tensor], m: int, step: int) -> list[torch.Tensor]:
+        with torch.enable_grad():
+            hidden, head, bias = (w.detach().requires_grad_() for w in weights)
+            logits = torch.tanh(inputs[m] @ hidden.T) @ head.T + bias
+            loss = torch.nn.functional.cross_entropy(logits, labels[m])
+            return list(torch.autograd.grad(loss, (hidden, head, bias)))
+
+    def heavy_tailed(weights: list[torch.Tensor], m: int, step: int) -> list[torch.Tensor]:
+        return [n * scales[m, step] for n in noise[m][step]]
+
+    return {
+        "quadratic": quadratic,
+        "orthogonal": orthogonal,
+        "network": network,
+        "heavy_tailed": heavy_tailed,
+    }
+
+
+@torch.no_grad()
+def sharing_refusal(make_optimizer: OptimizerFactory) -> str | None:
+    """Why one instance of the optimizers `make_optimizer` builds, stepping the stacked tensors
+    of several models with the same hyper-parameters, would not give each model what its own
+    instance gives it (None: it does), on a probe in float64: SHARING_PROBE_MODELS models
+    trained by their own instances and by one shared instance in each regime of
+    `_probe_regimes`, the second and fourth models dropped half-way (their state dropped with
+    them, as `StackedOptimizers.keep` does). An element-wise update passes; a norm, a scalar,
+    a projection or a matrix shared across a tensor does not."""
+    generator = torch.Generator().manual_seed(3)
+    start = [
+        torch.randn(SHARING_PROBE_MODELS, *s, dtype=torch.float64, generator=generator)
+        for s in PROBE_SHAPES
+    ]
+    for name, gradient_of in _probe_regimes().items():
+        try:
+            own, shared = _shared_against_own(make_optimizer, gradient_of, start)
+        except Exception as exc:  # any failure on the probe: do not share
+            return f"one instance for its seeds failed on a probe ({type(exc).__name__}: {exc})"
+        for mine, together in zip(own, shared, strict=True):
+            scale = mine.abs().max().clamp_min(1e-30)
+            if not (mine - together).abs().max() / scale <= SHARING_TOLERANCE:
+                return (
+                    "its update is not element-wise: one instance for its seeds would mix them "
+                    f"(found on the probe's {name.replace('_', '-')} gradients)"
+                )
+    return None
+
+
+def _shared_against_own(
+    make_optimizer: OptimizerFactory, gradient_of: GradientOf, start: list[torch.Tensor]
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The kept models' weights after SHARING_STEPS steps, each with its own instance and all
+    with one shared instance (flattened, one tensor per kept model)."""
+    kept = [0, 2]
+    own = []
+    for m in kept:
+        params = [torch.nn.Parameter(t[m].clone()) for t in start]
+        optimizer = _in_train_mode(make_optimizer(params))
+        for step in range(SHARING_STEPS):
+            for param, grad in zip(params, gradient_of(list(params), m, step), strict=True):
+                param.grad = grad
+            optimizer.step()
+        own.append(torch.cat([p.detach().flatten() for p in params]))
+    stacked = [t.clone() for t in start]
+    params = [torch.nn.Parameter(t) for t in stacked]
+    optimizer = _in_train_mode(make_optimizer(params))
+    rows = list(range(SHARING_PROBE_MODELS))
+    for step in range(SHARING_STEPS):
+        if step == SHARING_DROP:
+            stacked, rows = [t[kept].clone() for t in stacked], kept
+            params, optimizer, _ = _resliced(
+                optimizer, params, stacked, kept, lambda ps: (make_optimizer(ps), None)
+            )
+            _in_train_mode(optimizer)
+        per_model = [gradient_of([p[j] for p in params], m, step) for j, m in enumerate(rows)]
+        for i, param in enumerate(params):
+            param.grad = torch.stack([grads[i] for grads in per_model])
+        optimizer.step()
+    shared = [torch.cat([t[j].flatten() for t in stacked]) for j in range(len(kept))]
+    return own, shared
+
+
+def _in_train_mode(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+    if needs_of(optimizer).modes:  # trained in its train mode (Schedule-Free)
+        optimizer.train()
+    return optimizer
+
+
+def _resliced(
+    optimizer: torch.optim.Optimizer,
+    params: Sequence[torch.nn.Parameter],
+    tensors: Sequence[torch.Tensor],
+    rows: Sequence[int],
+    build: ScheduledFactory,
+) -> tuple[list[torch.nn.Parameter], torch.optim.Optimizer, Any]:
+    """A new instance and schedule (`build`) over `tensors`, the `rows` of the stacked tensors
+    `params` were, carrying `optimizer`'s state over: a state tensor laid out like its
+    parameter (first dimension the models) keeps the rows, any other state (a step count) is
+    kept as it is; its groups' values (counters some optimizers keep there) too. Returns
+    (parameters, optimizer, schedule)."""
+    new_params = [torch.nn.Parameter(t) for t in tensors]
+    fresh, schedule = build(new_params)
+    index = torch.tensor(list(rows), device=tensors[0].device)
+    for old, new in zip(params, new_params, strict=True):
+        state = optimizer.state.get(old)
+        if state:
+            fresh.state[new] = {
+                name: value[index]
+                if isinstance(value, torch.Tensor)
+                and value.dim() == old.dim()
+                and value.shape[0] == old.shape[0]
+                else value
+                for name, value in state.items()
+            }
+    for old_group, group in zip(optimizer.param_groups, fresh.param_groups, strict=True):
+        group.update({key: value for key, value in old_group.items() if key != "params"})
+    return new_params, fresh, schedule
+
+
 def _views(param: torch.Tensor, data: torch.Tensor, grad: torch.Tensor) -> bool:
     return (
         param.data_ptr() == data.data_ptr()
@@ -421,48 +598,132 @@ class _Coefficients:
         return self.cache[key]
 
 
+@dataclass
+class _SharedInstance:
+    """The one optimizer (and schedule) that steps the slice of a stack's tensors holding the
+    seeds of one configuration, and the parameters it steps: aliases of that slice."""
+
+    sharing: Sharing
+    params: list[torch.nn.Parameter]
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+
+
 class StackedOptimizers:
     """Steps the optimizers of a stack's models: a slice of models that share a rule (see
-    `rule_key`) is updated with one set of tensor operations; other models by their own
-    optimizer (whose parameters are views of the stack)."""
+    `rule_key`) is updated with one set of tensor operations; a slice of seeds of one
+    configuration that may share an instance (`sharing`, per model: a `Sharing` or None) by
+    one instance of their optimizer; other models by their own optimizer (whose parameters are
+    views of the stack)."""
 
     def __init__(
-        self, stack: StackedMLP | StackedModule, optimizers: Sequence[torch.optim.Optimizer]
+        self,
+        stack: StackedMLP | StackedModule,
+        optimizers: Sequence[torch.optim.Optimizer],
+        sharing: Sequence[Sharing | None] | None = None,
     ) -> None:
         self.stack = stack
         self.optimizers = list(optimizers)
         self.step_count = 0
         keys = [rule_key(o) for o in self.optimizers]
+        sharing = list(sharing or [None] * len(self.optimizers))
         for optimizer in self.optimizers:
             if use_fused(optimizer):
                 optimizer.param_groups[0]["fused"] = optimizer.defaults["fused"] = True
         # per slice: (start, stop, rule key); one state dict per stacked tensor and per model
         self.slices: list[tuple[int, int, tuple | None]] = []
-        for k, key in enumerate(keys):
+        for k, (key, share) in enumerate(zip(keys, sharing, strict=True)):
+            if key is None and share is not None:
+                key = (SHARED_STEP, share.config_id)
             if key is not None and self.slices and self.slices[-1][2] == key:
                 start, _, _ = self.slices[-1]
                 self.slices[-1] = (start, k + 1, key)
             else:
                 self.slices.append((k, k + 1, key))
+        # a configuration with one seed here steps its own optimizer
+        self.slices = [
+            (start, stop, None if _shared(key) and stop - start == 1 else key)
+            for start, stop, key in self.slices
+        ]
         self.states: list[list[dict[str, torch.Tensor]]] = [
             [{} for _ in self._tensors()] for _ in self.slices
         ]
         self.extras: list[dict] = [{} for _ in self.optimizers]
+        self.shared: dict[int, _SharedInstance] = {}  # slice start -> its instance
+        tensors = self._tensors()
+        for start, stop, key in self.slices:
+            if _shared(key):
+                share = sharing[start]
+                params = [torch.nn.Parameter(p[start:stop]) for p, _ in tensors]
+                optimizer, scheduler = share.build(params)
+                if use_fused(self.optimizers[start]):
+                    optimizer.param_groups[0]["fused"] = optimizer.defaults["fused"] = True
+                _in_train_mode(optimizer)
+                self.shared[start] = _SharedInstance(share, params, optimizer, scheduler)
+                self._bind_gradients(start, stop)
 
     def _tensors(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         return self.stack.tensors()
 
+    def _bind_gradients(self, start: int, stop: int) -> None:
+        instance = self.shared[start]
+        for param, (_, grad) in zip(instance.params, self._tensors(), strict=True):
+            param.grad = grad[start:stop]
+
+    def paths(self) -> list[str]:
+        """Each model's update path in the stack (SHARED_STEP, else as `update_path` says)."""
+        return [
+            SHARED_STEP if _shared(key) else update_path(self.optimizers[k])
+            for start, stop, key in self.slices
+            for k in range(start, stop)
+        ]
+
+    def stepping(self) -> list[torch.optim.Optimizer]:
+        """The optimizers that step: each shared instance once, every other model's own (the
+        ones whose modes a stack switches, whose state is the models')."""
+        return [
+            self.shared[start].optimizer if start in self.shared else self.optimizers[k]
+            for start, stop, _ in self.slices
+            for k in ([start] if start in self.shared else range(start, stop))
+        ]
+
+    def optimizer_of(self, k: int) -> torch.optim.Optimizer:
+        """The optimizer that steps model k (its own, or its seeds' shared instance)."""
+        for start, stop, _ in self.slices:
+            if start <= k < stop:
+                return self.shared[start].optimizer if start in self.shared else self.optimizers[k]
+        raise IndexError(k)
+
     def keep(self, kept: Sequence[int]) -> None:
         """Keep only the models at positions `kept` (call after the stack was restacked)."""
-        states, slices, position = [], [], 0
+        states, slices, position, shared = [], [], 0, {}
+        tensors = self._tensors()
         for (start, stop, key), state in zip(self.slices, self.states, strict=True):
             rows = [k - start for k in kept if start <= k < stop]
             if rows:
-                index = torch.tensor(rows, device=self._tensors()[0][0].device)
+                index = torch.tensor(rows, device=tensors[0][0].device)
                 states.append([{n: t[index] for n, t in st.items()} for st in state])
                 slices.append((position, position + len(rows), key))
+                if start in self.shared:
+                    old = self.shared[start]
+                    span = slice(position, position + len(rows))
+                    params, optimizer, scheduler = _resliced(
+                        old.optimizer,
+                        old.params,
+                        [p[span] for p, _ in tensors],
+                        rows,
+                        old.sharing.build,
+                    )
+                    scheduler.load_state_dict(old.scheduler.state_dict())
+                    _in_train_mode(optimizer)  # as the probe does after its drop
+                    if old.optimizer.defaults.get("fused"):
+                        optimizer.param_groups[0]["fused"] = optimizer.defaults["fused"] = True
+                    shared[position] = _SharedInstance(old.sharing, params, optimizer, scheduler)
                 position += len(rows)
-        self.slices, self.states = slices, states
+        self.slices, self.states, self.shared = slices, states, shared
+        for start, stop, _ in self.slices:
+            if start in self.shared:
+                self._bind_gradients(start, stop)
         self.optimizers = [self.optimizers[k] for k in kept]
         self.extras = [self.extras[k] for k in kept]
 
@@ -475,14 +736,34 @@ class StackedOptimizers:
                 "tensors in a stack, so it cannot train stacked; use train.engine=single"
             )
 
+    def _check_shared_views(self, start: int, stop: int) -> None:
+        instance = self.shared[start]
+        pairs = zip(instance.params, self._tensors(), strict=True)
+        if not all(_views(p, data[start:stop], grad[start:stop]) for p, (data, grad) in pairs):
+            raise HarnessError(
+                f"{type(instance.optimizer).__name__}.step() replaced its parameters' tensors "
+                "in a stack, so it cannot train stacked; use train.engine=single"
+            )
+
     @torch.no_grad()
     def step(self) -> dict[int, str]:
-        """Update every model; the models whose own optimizer raised (position -> why, one
-        line): their slices may be half-updated, the others' are not touched."""
+        """Update every model (and step the shared instances' schedules); the models whose
+        optimizer raised (position -> why, one line): their slices may be half-updated, the
+        others' are not touched."""
         self.step_count += 1
         tensors = self._tensors()
         failed: dict[int, str] = {}
         for (start, stop, key), state in zip(self.slices, self.states, strict=True):
+            if start in self.shared:
+                instance = self.shared[start]
+                try:
+                    instance.optimizer.step()
+                except Exception as exc:  # noqa: BLE001 - the optimizer's result
+                    failed |= dict.fromkeys(range(start, stop), failure_reason(exc))
+                    continue
+                self._check_shared_views(start, stop)
+                instance.scheduler.step()
+                continue
             if key is None:
                 for k in range(start, stop):
                     try:
@@ -503,3 +784,7 @@ class StackedOptimizers:
                 coefficient = functools.partial(coefficients.get, like=p)
                 update(p, g, st, coefficient, self.step_count)
         return failed
+
+
+def _shared(key: tuple | None) -> bool:
+    return key is not None and key[0] == SHARED_STEP

@@ -2,8 +2,10 @@
 
 For every name of the catalogue, on a tiny float64 MLP: either the run is refused before
 training (run.check: one line), or it cannot join a stack (stacked.refusal says why) and trains
-alone, or two runs of it (two learning rates) trained as one stack give what each gives trained
-alone, to 1e-10, and run.json records which engine and update path trained it.
+alone, or three runs of it (two learning rates, and a second seed of the first: its own data
+order, and one optimizer instance for both seeds where the sharing probe allows it) trained as
+one stack give what each gives trained alone, to 1e-10, and run.json records which engine and
+update path trained it.
 """
 
 import pandas as pd
@@ -23,9 +25,10 @@ TINY = ["model=mlp", "model.hidden=[6]", "data.train_size=200", "train.batch_siz
 def jobs_of(tmp_path, mnist_dir, name: str) -> list[Job]:
     with hydra_context():
         base = [f"data.root={mnist_dir}", *small("float64", 6, 3, 3), *TINY]
-        cfgs = [compose_config([*base, f"optimizer={name}"]) for _ in range(2)]
+        cfgs = [compose_config([*base, f"optimizer={name}"]) for _ in range(3)]
     if cfgs[0].optimizer.get("lr") is not None:  # two members that differ: two rates
         cfgs[1].optimizer.lr = float(cfgs[0].optimizer.lr) / 2
+    cfgs[2].seed = 8  # the first's second seed
     return [Job.of(cfg, tmp_path / f"stacked{i}") for i, cfg in enumerate(cfgs)]
 
 
@@ -57,3 +60,4 @@ def test_every_optimizer_is_exact_in_a_stack_or_trains_alone(tmp_path, mnist_dir
             pd.read_parquet(tmp_path / f"alone{i}" / "metrics.parquet"),
         )
         assert difference <= 1e-10, f"{name}: stacked differs from alone by {difference:.3g}"
+    assert stacked[0]["update_path"] == stacked[2]["update_path"]  # the seeds of one config

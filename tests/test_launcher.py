@@ -171,8 +171,8 @@ def test_engines(tmp_path, mnist_dir):
         mnist_dir,
         ["optimizer=sgd"],
         ["optimizer=adam"],
-        ["optimizer=sgd", "seed=8"],  # alone in its group
-        ["optimizer=sgd", "seed=9", "train.engine=stacked"],  # alone too
+        ["optimizer=sgd", "train.batch_size=64"],  # alone in its group
+        ["optimizer=sgd", "train.batch_size=32", "train.engine=stacked"],  # alone too
         ["optimizer=adam", "train.engine=single"],
     )
     records = execute_jobs([Job.of(c, tmp_path / str(i)) for i, c in enumerate(cfgs)])

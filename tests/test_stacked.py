@@ -1,11 +1,13 @@
 """The stacked engine gives the single-run engine's results: exactness, divergence, outputs."""
 
+import copy
 import json
 import random
 
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from hydra.utils import get_class
 from omegaconf import OmegaConf
 
@@ -97,6 +99,57 @@ def test_float64_stacked_equals_single_for_all_optimizers(tmp_path, mnist_dir, m
         assert s["config_hash"] == r["config_hash"]
 
 
+@pytest.mark.parametrize("model", ["net2", "lenet"])
+def test_seeds_stack_each_with_its_own_data_order_and_equal_alone(tmp_path, mnist_dir, model):
+    # 60 steps of batches of 50 from 1,000 images: three epochs, each a permutation per seed.
+    # Lion (pytorch-optimizer) is element-wise: its seeds share one instance; LAMB's per-tensor
+    # trust ratio is not: each seed steps its own; Adam takes the course's stacked rule on a
+    # small model and, on net2 (> 50,000 parameters), torch's fused step: one for its seeds.
+    arch = ["model=net2"]
+    if model == "lenet":
+        arch = ["model=lenet", "model.channels=[3,4]", "model.hidden=[16]"]
+    settings = {"adam": "0.002", "lion": "0.0003", "lamb": "0.01"}
+    configs = [
+        [*arch, f"optimizer={o}", f"optimizer.lr={lr}", f"seed={seed}"]
+        for o, lr in settings.items()
+        for seed in (1, 2, 3)
+    ]
+    stacked, single, metrics = train_both(
+        tmp_path, mnist_dir, small("float64", 60, 20, 10)[:-1], configs
+    )
+    for config, s, r, (a, b) in zip(configs, stacked, single, metrics, strict=True):
+        assert s["status"] == r["status"] == "completed", config
+        assert max_difference(a, b) <= 1e-10, config
+    paths = {(c[-3], s["update_path"]) for c, s in zip(configs, stacked, strict=True)}
+    assert paths == {
+        ("optimizer=adam", "shared_step" if model == "net2" else "stacked_rule"),
+        ("optimizer=lion", "shared_step"),
+        ("optimizer=lamb", "optimizer_step"),
+    }
+    # the seeds trained on other batches: their curves differ
+    assert max_difference(metrics[3][0], metrics[4][0]) > 1e-3
+
+
+@pytest.mark.parametrize(
+    ("target", "shares"),
+    [
+        ("torch.optim.Adam", True),
+        ("pytorch_optimizer.Lion", True),
+        ("pytorch_optimizer.ScheduleFreeAdamW", True),
+        ("pytorch_optimizer.Lamb", False),  # per-tensor trust ratio
+        ("pytorch_optimizer.Prodigy", False),  # one step size from all parameters
+        ("pytorch_optimizer.Adafactor", False),  # relative step from a tensor's RMS
+    ],
+)
+def test_the_sharing_probe_lets_element_wise_optimizers_share_one_instance(target, shares):
+    from harness.stacked_rules import sharing_refusal
+
+    reason = sharing_refusal(lambda params: get_class(target)(params))
+    assert (reason is None) == shares, reason
+    if not shares:
+        assert "not element-wise" in reason or "failed on a probe" in reason
+
+
 def test_float32_stacked_equals_single_after_5_steps(tmp_path, mnist_dir):
     rng = random.Random("float32")
     configs = [["model=net3", *random_overrides(o, rng)] for o in OPTIMIZERS]
@@ -181,8 +234,9 @@ def test_group_key(mnist_dir):
             group_key(job_of([*base, "optimizer=sgd", "optimizer.lr=0.5", "schedule=step"])) == key
         )
         assert group_key(job_of([*base, "train.divergence_factor=3"])) == key
+        # seeds stack: each model draws its own data order
+        assert group_key(job_of([*base, "seed=1"])) == key
         for other in (
-            "seed=1",
             "train.batch_size=64",
             "model=net3",
             "data.train_size=500",
@@ -231,3 +285,53 @@ def test_an_optimizer_that_raises_during_training_fails_alone(tmp_path, mnist_di
         assert max_difference(a, b) <= 1e-10
     a, b = metrics[1]  # measured up to its last log point before the failure
     assert a.iteration.max() == b.iteration.max() == 5
+
+
+def test_shared_instance_carries_its_state_when_a_seed_leaves_the_stack():
+    # Three seeds of one Lion config share an instance; after two steps the second leaves (as
+    # a diverged run does): the two that stay go on exactly as each alone with its own Lion.
+    from harness.models import MLP
+    from harness.stacked_rules import SHARED_STEP, Sharing, StackedOptimizers
+
+    lion = get_class("pytorch_optimizer.Lion")
+
+    def build(params):
+        optimizer = lion(params, lr=0.01, weight_decay=0.1)
+        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda t: 0.9**t)
+
+    def mlp(seed):
+        generator = torch.Generator().manual_seed(seed)
+        return MLP(6, 3, [5], ["tanh"], generator=generator).double()
+
+    models = [mlp(s) for s in range(3)]
+    alone = [copy.deepcopy(m) for m in models]
+    own = [build(list(m.parameters())) for m in alone]
+    stack = StackedMLP(models)
+    sharing = Sharing("one config", build)
+    stepper = StackedOptimizers(
+        stack, [build(list(m.parameters()))[0] for m in models], [sharing] * 3
+    )
+    assert stepper.paths() == [SHARED_STEP] * 3
+    generator = torch.Generator().manual_seed(0)
+    members = [0, 1, 2]
+    for step in range(5):
+        if step == 2:
+            members = [0, 2]
+            stack.restack([models[k] for k in members])
+            stepper.keep([0, 2])
+        for position, k in enumerate(members):
+            grads = [
+                torch.randn(p.shape, generator=generator, dtype=p.dtype)
+                for p in alone[k].parameters()
+            ]
+            for p, g in zip(alone[k].parameters(), grads, strict=True):
+                p.grad = g
+            for (_, _, view), g in zip(stack.views(position), grads, strict=True):
+                view.copy_(g)
+        assert not stepper.step()
+        for k in members:
+            own[k][0].step()
+            own[k][1].step()
+    for position, k in enumerate(members):
+        for (_, data, _), q in zip(stack.views(position), alone[k].parameters(), strict=True):
+            assert torch.allclose(data, q, rtol=0, atol=1e-14)

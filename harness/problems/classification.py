@@ -58,8 +58,9 @@ class Classification(Problem):
     @torch.no_grad()
     def stacked_loss(self, stack, data: TensorData, rows: torch.Tensor) -> torch.Tensor:
         """The K mean cross-entropies of the mini-batch, with their gradient w.r.t. the logits
-        written out (`cross_entropy_and_gradient`) and handed to the stack's backward."""
-        logits = stack.forward(data.x_train[rows], keep=True)
+        written out (`cross_entropy_and_gradient`) and handed to the stack's backward. `rows`
+        is shared (``[batch]``) or one mini-batch per model (``[K, batch]``)."""
+        logits = stack.forward(data.x_train[rows], keep=True, per_model=rows.dim() == 2)
         loss, grad = cross_entropy_and_gradient(logits, data.y_train[rows], stack.class_dim)
         stack.backward(grad)
         return loss
@@ -125,19 +126,21 @@ def _metrics(
 def cross_entropy_and_gradient(
     logits: torch.Tensor, y: torch.Tensor, class_dim: int = 1
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The K mean cross-entropies of the logits of K models against the shared labels `y`, and
-    their gradient w.r.t. the logits, written out: d(mean NLL)/d(logits) = (softmax - onehot) /
-    batch, as nll_loss_backward and _log_softmax_backward_data compute it. `logits` are
-    [K, classes, batch] (`class_dim` 1, StackedMLP's) or [K, batch, classes] (`class_dim` 2,
-    StackedModule's): each stack's own layout, read contiguously."""
+    """The K mean cross-entropies of the logits of K models against the labels `y` (``[batch]``,
+    shared, or ``[K, batch]``, one mini-batch per model), and their gradient w.r.t. the logits,
+    written out: d(mean NLL)/d(logits) = (softmax - onehot) / batch, as nll_loss_backward and
+    _log_softmax_backward_data compute it. `logits` are [K, classes, batch] (`class_dim` 1,
+    StackedMLP's) or [K, batch, classes] (`class_dim` 2, StackedModule's): each stack's own
+    layout, read contiguously."""
     log_p = torch.log_softmax(logits, dim=class_dim)
-    k, batch = log_p.shape[0], len(y)
+    k, batch = log_p.shape[0], y.shape[-1]
     batch_dim = 3 - class_dim
-    shape = [1, 1, 1]
+    shape = [-1, 1, 1]
     shape[batch_dim] = batch
     target = y.view(shape).expand(k, *shape[1:])
     loss = log_p.gather(class_dim, target).mean(dim=batch_dim).neg_().view(k)
-    onehot = torch.zeros_like(log_p[:1])
-    onehot.scatter_(class_dim, target[:1], -(1.0 / batch))
+    rows = slice(None) if y.dim() == 2 else slice(1)  # a one-hot per model, or one for all
+    onehot = torch.zeros_like(log_p[rows])
+    onehot.scatter_(class_dim, target[rows], -(1.0 / batch))
     grad = torch.exp(log_p).mul_(1.0 / batch).add_(onehot)
     return loss, grad
