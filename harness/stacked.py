@@ -26,6 +26,7 @@ import functools
 import json
 import logging
 import warnings
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -262,7 +263,7 @@ def train_stack(
     never; benchmarks compare). `stack_class` (benchmarks, tests) forces a stacked model class
     instead of `stack_of`'s choice."""
     setup = runs[0].setup
-    sharing = [_sharing(r) if share else None for r in runs]
+    sharing = _sharing_of(runs) if share else [None] * len(runs)
     # stack order: models that share an update rule, then the seeds of one configuration, are
     # neighbours (one fused update, one shared instance)
     order = sorted(
@@ -308,20 +309,34 @@ def train_stack(
     return [by_run[i] for i in range(len(runs))]
 
 
-def _sharing(run: run_module.PreparedRun) -> Sharing | None:
-    """How the run's seeds may share one optimizer instance in a stack (None: they may not):
-    its problem gives one optimizer all parameters and `sharing_refusal`'s probe passes."""
+def _sharing_of(runs: Sequence[run_module.PreparedRun]) -> list[Sharing | None]:
+    """How each run's seeds may share one optimizer instance in this stack (None: they may
+    not): only configurations with several seeds here whose optimizer steps itself (no stacked
+    rule) are probed, so a stack of one seed pays nothing for it."""
+    ids = [
+        identity_hash(identity_config(OmegaConf.to_container(r.cfg, resolve=True))) for r in runs
+    ]
+    seeds = Counter(ids)
+    return [
+        _sharing(run, config_id)
+        if seeds[config_id] > 1 and rule_key(run.optimizer) is None
+        else None
+        for run, config_id in zip(runs, ids, strict=True)
+    ]
+
+
+def _sharing(run: run_module.PreparedRun, config_id: str) -> Sharing | None:
+    """Its problem gives one optimizer all parameters and `sharing_refusal`'s probe passes."""
     problem = run.setup.problem
     if type(problem).parameter_groups is not Problem.parameter_groups:
         return None
     cfg, iterations = run.cfg, run.setup.schedule.iterations
     if _sharing_probe(_OptimizerNode(cfg.optimizer), iterations) is not None:
         return None
-    identity = identity_config(OmegaConf.to_container(cfg, resolve=True))
     build = functools.partial(
         optimizer_and_schedule, cfg.optimizer, cfg.schedule, iterations=iterations
     )
-    return Sharing(identity_hash(identity), build)
+    return Sharing(config_id, build)
 
 
 @functools.lru_cache(maxsize=256)

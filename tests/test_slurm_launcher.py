@@ -18,11 +18,11 @@ from harness.errors import ConfigError, DataError
 from harness.results import RUN_FILE
 
 TESTS = Path(__file__).resolve().parent
-# 2 seeds x 2 optimizers of one net: the runs of a seed stack, 2 stacks.
+# 2 batch sizes x 2 optimizers of one net: the runs of a batch size stack, 2 stacks.
 SWEEP = [
     "model=net1",
     "optimizer=sgd,adam",
-    "seed=0,1",
+    "train.batch_size=50,100",
     "train.iterations=20",
     "train.eval_every=10",
     "data.train_size=500",
@@ -61,9 +61,9 @@ def test_one_job_per_stack_gives_the_stacked_launchers_results(tmp_path):
 
     jobs = submitted_jobs(tmp_path / "slurm")
     assert len(jobs) == 2  # one per stack, not one per run
-    for records in jobs:  # each job trained one stack: sgd and adam of one seed
+    for records in jobs:  # each job trained one stack: sgd and adam of one batch size
         assert sorted(r["choices"]["optimizer"] for r in records) == ["adam", "sgd"]
-        assert len({r["seed"] for r in records}) == 1
+        assert len({r["config"]["train"]["batch_size"] for r in records}) == 1
     slurm, stacked = runs_of(tmp_path / "slurm"), runs_of(tmp_path / "stacked")
     assert len(slurm) == 4 and slurm.keys() == stacked.keys()  # the same run folders
     for name, record in slurm.items():
@@ -91,7 +91,7 @@ def mnist_failing_in_jobs(**data):  # noqa: ANN003, ANN201
 def test_a_failed_job_is_named_in_one_line_and_the_sweep_resumes(tmp_path, monkeypatch):
     # Two stacks by their data (a net1 sgd + adam each); the job of the 400-image one fails.
     overrides = [
-        *(o for o in SWEEP if not o.startswith(("seed=", "data.train_size="))),
+        *(o for o in SWEEP if not o.startswith(("train.batch_size=", "data.train_size="))),
         "data.train_size=500,400",
         "data._target_=test_slurm_launcher.mnist_failing_in_jobs",
         *SLURM,
