@@ -101,7 +101,7 @@ def test_float64_stacked_equals_single_for_all_optimizers(tmp_path, mnist_dir, m
 
 @pytest.mark.parametrize("model", ["net2", "lenet"])
 def test_seeds_stack_each_with_its_own_data_order_and_equal_alone(tmp_path, mnist_dir, model):
-    # 60 steps of batches of 50 from 1,000 images: three epochs, each a permutation per seed.
+    # 40 steps of batches of 50 from 1,000 images: two epochs, each a permutation per seed.
     # Lion (pytorch-optimizer) is element-wise: its seeds share one instance; LAMB's per-tensor
     # trust ratio is not: each seed steps its own; Adam takes the course's stacked rule on a
     # small model and, on net2 (> 50,000 parameters), torch's fused step: one for its seeds.
@@ -112,10 +112,10 @@ def test_seeds_stack_each_with_its_own_data_order_and_equal_alone(tmp_path, mnis
     configs = [
         [*arch, f"optimizer={o}", f"optimizer.lr={lr}", f"seed={seed}"]
         for o, lr in settings.items()
-        for seed in (1, 2, 3)
+        for seed in (1, 2)
     ]
     stacked, single, metrics = train_both(
-        tmp_path, mnist_dir, small("float64", 60, 20, 10)[:-1], configs
+        tmp_path, mnist_dir, small("float64", 40, 20, 10)[:-1], configs
     )
     for config, s, r, (a, b) in zip(configs, stacked, single, metrics, strict=True):
         assert s["status"] == r["status"] == "completed", config
@@ -127,7 +127,7 @@ def test_seeds_stack_each_with_its_own_data_order_and_equal_alone(tmp_path, mnis
         ("optimizer=lamb", "optimizer_step"),
     }
     # the seeds trained on other batches: their curves differ
-    assert max_difference(metrics[3][0], metrics[4][0]) > 1e-3
+    assert max_difference(metrics[2][0], metrics[3][0]) > 1e-3
 
 
 @pytest.mark.parametrize(
