@@ -172,12 +172,9 @@ def _mtimes(folder) -> dict:
     return {p: p.stat().st_mtime_ns for p in folder.rglob(RUN_FILE)}
 
 
-@pytest.fixture(scope="module")
-def tuning_study(tmp_path_factory, mnist_dir):
-    """A random-search tuning study on a tiny subset: net1 x sgd, adam, 3 trials each."""
-    cwd = tmp_path_factory.mktemp("tuning")
-    folder = cwd / "tune"
-    result = run_cli(
+def _tuning_study(cwd, folder):
+    """The tuning study of `tuning_study`, into `folder`."""
+    return run_cli(
         "-m",
         "experiment=course_tune",
         "model=net1",
@@ -187,6 +184,14 @@ def tuning_study(tmp_path_factory, mnist_dir):
         f"hydra.sweep.dir={folder}",
         cwd=cwd,
     )
+
+
+@pytest.fixture(scope="module")
+def tuning_study(tmp_path_factory, mnist_dir):
+    """A random-search tuning study on a tiny subset: net1 x sgd, adam, 3 trials each."""
+    cwd = tmp_path_factory.mktemp("tuning")
+    folder = cwd / "tune"
+    result = _tuning_study(cwd, folder)
     assert result.returncode == 0, result.stderr
     return cwd, folder
 
@@ -203,16 +208,7 @@ def test_random_search_trains_its_trials_stacked_and_resumes(tuning_study):
     protocol = json.loads((folder / "tuning.json").read_text())
     assert protocol["budget"] == 3 and protocol["tuned_keys"] == ["optimizer.lr"]
     before = _mtimes(folder)
-    again = run_cli(
-        "-m",
-        "experiment=course_tune",
-        "model=net1",
-        "optimizer=sgd,adam",
-        "tune.budget=3",
-        *TINY,
-        f"hydra.sweep.dir={folder}",
-        cwd=cwd,
-    )
+    again = _tuning_study(cwd, folder)
     assert again.returncode == 0, again.stderr
     assert _mtimes(folder) == before  # every trial had finished: nothing trained again
 
@@ -225,16 +221,7 @@ def test_a_study_resumed_from_its_committed_tables_alone_trains_nothing_again(tu
     clone.mkdir()
     for table in (RUNS_TABLE, "curves.parquet"):
         (clone / table).write_bytes((folder / table).read_bytes())
-    again = run_cli(
-        "-m",
-        "experiment=course_tune",
-        "model=net1",
-        "optimizer=sgd,adam",
-        "tune.budget=3",
-        *TINY,
-        f"hydra.sweep.dir={clone}",
-        cwd=cwd,
-    )
+    again = _tuning_study(cwd, clone)
     assert again.returncode == 0, again.stderr
     assert not list(clone.rglob(RUN_FILE))  # nothing trained
     assert "skipped: this config already finished" in again.stderr + again.stdout
