@@ -44,26 +44,44 @@ def t_interval(values: Iterable[float], confidence: float = 0.95) -> tuple[float
     return mean, float(half), n
 
 
+def _seed_statistics(
+    values: np.ndarray, codes: np.ndarray, groups: int, confidence: float
+) -> dict[str, np.ndarray]:
+    """`t_interval` of every group at once (`codes`: each value's group), to the last bit: the
+    sums run in row order like numpy's over a handful of seeds, NaN values left out."""
+    present = ~np.isnan(values)
+    n = np.bincount(codes, weights=present, minlength=groups)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.bincount(codes, weights=np.where(present, values, 0.0), minlength=groups) / n
+        deviation = np.where(present, values - mean[codes], 0.0)
+        spread = np.sqrt(
+            np.bincount(codes, weights=deviation * deviation, minlength=groups) / (n - 1)
+        )
+        infinite = np.bincount(codes, weights=np.isinf(values), minlength=groups) > 0
+        defined = (n >= 2) & ~infinite  # no half-width from one value or from infinite ones
+        t = stats.t.ppf((1 + confidence) / 2, np.where(defined, n - 1, 1))
+        half = np.where(defined, t * spread / np.sqrt(n), math.nan)
+    return {"mean": mean, "ci": half, "n": n.astype(int)}
+
+
 def _aggregate(frame: pd.DataFrame, metrics: Sequence[str], confidence: float) -> pd.DataFrame:
     """Per config (`config_id`): its first row's identifying columns, the number of seeds, and
-    per metric the mean, CI half-width, min, max and count over its runs."""
+    per metric the mean, CI half-width, min, max and count over its runs (computed for all
+    configs at once: a zoo's report has thousands)."""
     labels = [c for c in [*LABEL_COLUMNS, *config_keys(frame)] if c in frame]
-    rows = []
-    for config_id, group in frame.groupby("config_id", sort=False):
-        row = {"config_id": config_id, **group.iloc[0][labels].to_dict()}
-        row["n_seeds"] = group["seed"].nunique()
-        for metric in metrics:
-            values = group[metric].astype(float)
-            mean, half, n = t_interval(values, confidence)
-            row |= {
-                f"{metric}_mean": mean,
-                f"{metric}_ci": half,
-                f"{metric}_min": values.min(),
-                f"{metric}_max": values.max(),
-                f"{metric}_n": n,
-            }
-        rows.append(row)
-    table = pd.DataFrame(rows)
+    codes, config_ids = pd.factorize(frame["config_id"])  # in order of first appearance
+    table = frame.drop_duplicates("config_id")[["config_id", *labels]].reset_index(drop=True)
+    by_config = frame.groupby(codes)
+    table["n_seeds"] = by_config["seed"].nunique().to_numpy()
+    for metric in metrics:
+        values = frame[metric].astype(float)
+        moments = _seed_statistics(values.to_numpy(), codes, len(config_ids), confidence)
+        grouped = values.groupby(codes)
+        table[f"{metric}_mean"] = moments["mean"]
+        table[f"{metric}_ci"] = moments["ci"]
+        table[f"{metric}_min"] = grouped.min().to_numpy()
+        table[f"{metric}_max"] = grouped.max().to_numpy()
+        table[f"{metric}_n"] = moments["n"]
     return with_net(table).sort_values([*LABEL_COLUMNS, "setting"], ignore_index=True)
 
 
@@ -200,32 +218,24 @@ def curve_bands(
     if chosen.empty:
         return pd.DataFrame(columns=[*columns, "diverged_at"])
     selected = curves[(curves["metric"] == metric) & curves["run_dir"].isin(chosen["run_dir"])]
-    frames = []
-    for config_id, group in chosen.groupby("config_id", sort=False):
-        points = selected[selected["config_id"] == config_id]
-        per_iter = points.groupby("iteration").agg(
-            x_mean=(x, "mean"),
-            mean=("value", "mean"),
-            min=("value", "min"),
-            max=("value", "max"),
-            count=("run_dir", "nunique"),
-        )
-        per_iter = per_iter[per_iter["count"] == len(group)].reset_index()
-        diverged = group.loc[group["status"] == "diverged", "diverged_at"]
-        config = configs.loc[configs["config_id"] == config_id, labels].iloc[0]
-        frames.append(
-            pd.DataFrame(
-                {
-                    **config.to_dict(),
-                    "config_id": config_id,
-                    x: per_iter["x_mean"] if x != "iteration" else per_iter["iteration"],
-                    "mean": per_iter["mean"],
-                    "min": per_iter["min"],
-                    "max": per_iter["max"],
-                    "n_seeds": len(group),
-                    "n_diverged": len(diverged),
-                    "diverged_at": diverged.min() if len(diverged) else math.nan,
-                }
-            )
-        )
-    return pd.concat(frames, ignore_index=True)[[*columns, "diverged_at"]]
+    by_config = chosen.groupby("config_id", sort=False)
+    per_config = pd.DataFrame({"n_seeds": by_config.size()})
+    diverged = chosen[chosen["status"] == "diverged"].groupby("config_id")["diverged_at"]
+    per_config["n_diverged"] = diverged.size().reindex(per_config.index, fill_value=0)
+    per_config["diverged_at"] = diverged.min().reindex(per_config.index)
+    points = selected.groupby(["config_id", "iteration"], sort=True).agg(
+        x_mean=(x, "mean"),
+        mean=("value", "mean"),
+        min=("value", "min"),
+        max=("value", "max"),
+        count=("run_dir", "nunique"),
+    )
+    points = points.reset_index().join(per_config, on="config_id")
+    points = points[points["count"] == points["n_seeds"]]  # iterations every seed reached
+    points[x] = points["x_mean"] if x != "iteration" else points["iteration"]
+    described = configs.drop_duplicates("config_id").set_index("config_id")[labels]
+    bands = points.join(described, on="config_id")
+    # configs in the order of their first run; the grouping left each one's points in order
+    order = pd.Series(range(len(per_config)), index=per_config.index)
+    bands = bands.sort_values("config_id", key=lambda ids: ids.map(order), kind="stable")
+    return bands.reset_index(drop=True)[[*columns, "diverged_at"]]
