@@ -1,7 +1,10 @@
+import contextlib
 import gzip
+import io
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -84,6 +87,35 @@ def hydra_context():
 
 
 HARNESS_TRAIN = (sys.executable, "-c", "from harness.cli import train; train()")
+
+
+def train_in_process(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`harness-train *args` in `cwd` as `run_cli` runs it, through the same entry point, in
+    this interpreter: the same route from the command line to the exit status and stderr,
+    without the ~5 s of a fresh interpreter importing torch (for the many bad-input cases;
+    a few of them also run as a real process, for what only a process shows)."""
+    from harness.cli import train
+
+    stdout, stderr, environ = io.StringIO(), io.StringIO(), dict(os.environ)
+    argv, os.environ["HARNESS_DATA_ROOT"] = sys.argv, str(MNIST_DIR)
+    sys.argv = ["harness-train", *args]
+    try:
+        with (
+            contextlib.chdir(cwd),
+            contextlib.redirect_stdout(stdout),
+            contextlib.redirect_stderr(stderr),
+        ):
+            try:
+                train()
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        sys.argv = argv
+        os.environ.clear()
+        os.environ.update(environ)
+        GlobalHydra.instance().clear()
+    return subprocess.CompletedProcess(sys.argv, code, stdout.getvalue(), stderr.getvalue())
 
 
 def run_cli(
@@ -186,6 +218,26 @@ class FailingSGD(torch.optim.SGD):
         if self.steps == self.fail_at:
             raise torch.linalg.LinAlgError(f"the matrix is singular at step {self.steps}\nmore")
         return super().step(closure)
+
+
+class CountingSGD(torch.optim.SGD):
+    """SGD that counts its steps (over all instances: the first-step check builds its own)."""
+
+    steps = 0
+    seconds = 0.0  # slept at every step
+
+    def step(self, closure=None):  # noqa: ANN001, ANN201 - torch's signature
+        type(self).steps += 1
+        if self.seconds:  # (sleep(0) would give the core away, on a busy machine for long)
+            time.sleep(self.seconds)
+        return super().step(closure)
+
+
+class SlowSGD(CountingSGD):
+    """SGD as costly per step as Kron on net1 (~0.4 s)."""
+
+    steps = 0
+    seconds = 0.4
 
 
 class GreedySGD(torch.optim.SGD):

@@ -1,14 +1,17 @@
 """Training runs end to end: results on disk, determinism, divergence, the tables API."""
 
 import json
+import math
 
 import pandas as pd
 import pytest
 
-from conftest import SMALL_RUN, compose_config, run_cli
+from conftest import SMALL_RUN, CountingSGD, SlowSGD, compose_config, run_cli
+from harness import run as run_module
 from harness.identity import config_hash
+from harness.job import Job
 from harness.results import load_curves, load_runs
-from harness.run import execute
+from harness.run import MIN_TIMED_STEPS, TIMED_STEPS, WARMUP_STEPS, check, execute
 
 CHOICES = {"model": "net2", "optimizer": "adam", "schedule": "constant", "data": "mnist"}
 
@@ -122,3 +125,25 @@ def test_cli_single_run_writes_under_results(tmp_path, mnist_dir):
     assert result.returncode == 0, result.stderr
     assert json.loads((out / "run.json").read_text())["choices"]["model"] == "net1"
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("optimizer", [CountingSGD, SlowSGD])
+def test_a_steps_time_alone_is_measured_in_a_few_of_its_steps_when_they_are_slow(
+    mnist_dir, monkeypatch, optimizer
+):
+    """The first-step check times the optimizer's step alone: TIMED_STEPS steps of a cheap one
+    (at most), MIN_TIMED_STEPS of one whose steps take seconds (its check costs a few of its
+    steps, not 20)."""
+    monkeypatch.setattr(run_module, "_FIRST_STEPS", {})
+    if optimizer is CountingSGD:  # its steps take ~1 ms, ~0.1 s on a busy machine: let no
+        monkeypatch.setattr(run_module, "CALIBRATION_S", math.inf)  # load decide its count
+    target = f"optimizer._target_=conftest.{optimizer.__name__}"
+    cfg = compose_config([f"data.root={mnist_dir}", *SMALL_RUN, "optimizer=sgd", target])
+    job = Job.of(cfg, "unused")
+    optimizer.steps = 0
+    check(job)
+    checked_and_warm = 1 + WARMUP_STEPS  # the checked step, then the warm-up
+    timed = MIN_TIMED_STEPS if optimizer is SlowSGD else TIMED_STEPS
+    assert optimizer.steps == checked_and_warm + timed
+    (failure, seconds), *_ = run_module._FIRST_STEPS.values()
+    assert failure is None and seconds >= optimizer.seconds
