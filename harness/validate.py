@@ -7,6 +7,7 @@ anything is computed or written.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import numbers
 
@@ -62,7 +63,36 @@ def require_choice(value: object, key: str, choices: tuple[str, ...]) -> None:
         raise ConfigError(f"{key} must be one of {', '.join(choices)}; got {value!r}")
 
 
+def importable(target: object, key: str) -> object:
+    """The object the dotted path `target` (the value of `key`) names, or a ConfigError that
+    says in one line why not (Hydra's own message spans several lines)."""
+    parts = str(target).split(".")
+    for split in range(len(parts) - 1, 0, -1):  # the longest importable module prefix
+        module = ".".join(parts[:split])
+        try:
+            found = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and not module.startswith(exc.name):
+                raise ConfigError(f"{key}={target} cannot be imported: {exc}") from None
+            continue  # the prefix itself is missing: try a shorter one
+        try:
+            for attribute in parts[split:]:
+                found = getattr(found, attribute)
+        except AttributeError:
+            break
+        return found
+    raise ConfigError(f"{key}={target} names nothing that can be imported")
+
+
 def validate_optimizer(opt: DictConfig) -> None:
+    key = "optimizer._target_"
+    hint = "(harness-optimizers lists the optimizers by name)"
+    try:
+        target = importable(opt.get("_target_"), key)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} {hint}") from None
+    if not callable(target):
+        raise ConfigError(f"{key}={opt.get('_target_')} is not a class {hint}")
     for key in opt:
         if OmegaConf.is_missing(opt, key):  # a constructor argument without a default
             raise ConfigError(

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from conftest import compose_config, hydra_context, run_cli
+from conftest import compose_config, hydra_context, run_cli, train_in_process
 from harness.data import MNIST_FILES
 from harness.errors import ConfigError
 from harness.job import Job
@@ -73,6 +73,15 @@ CASES = {
         ["optimizer.eps='1e-06'"],
         "optimizer.eps is the text '1e-06', not a number: write it without quotes",
     ),
+    "an optimizer class that does not exist": (
+        ["optimizer._target_=torch.optim.Adamm"],
+        "optimizer._target_=torch.optim.Adamm names nothing that can be imported "
+        "(harness-optimizers lists the optimizers by name)",
+    ),
+    "an optimizer in a package that is not installed": (
+        ["optimizer._target_=heavyball_nightly.Foo"],
+        "optimizer._target_=heavyball_nightly.Foo names nothing that can be imported",
+    ),
     "a catalogue optimizer its constructor refuses": (
         ["optimizer=muon"],
         "invalid optimizer or schedule setting: Muon only supports 2D parameters",
@@ -116,11 +125,18 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_bad_input_is_one_line(case, tmp_path):
+# Where each kind of error starts (Hydra's composition, a config check, the data, the
+# optimizer's first step): these also run as a real process, as a user runs them.
+IN_A_PROCESS = ("unknown model", "zero lr", "missing folder", "an optimizer of 2-D parameters only")
+
+
+@pytest.mark.parametrize(
+    "case,run", [(case, train_in_process) for case in CASES] + [(c, run_cli) for c in IN_A_PROCESS]
+)
+def test_bad_input_is_one_line(case, run, tmp_path):
     overrides, expected = CASES[case]
     out = tmp_path / "run"
-    result = run_cli(*SMALL, *overrides, f"hydra.run.dir={out}", cwd=tmp_path)
+    result = run(*SMALL, *overrides, f"hydra.run.dir={out}", cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -194,11 +210,14 @@ SWEEP_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(SWEEP_CASES))
-def test_bad_input_in_a_sweep_is_one_line_and_writes_nothing(case, tmp_path):
+@pytest.mark.parametrize(
+    "case,run",
+    [(case, train_in_process) for case in SWEEP_CASES] + [("bad value in one job", run_cli)],
+)
+def test_bad_input_in_a_sweep_is_one_line_and_writes_nothing(case, run, tmp_path):
     overrides, expected = SWEEP_CASES[case]
     folder = tmp_path / "sweep"
-    result = run_cli("-m", *SMALL, *overrides, f"hydra.sweep.dir={folder}", cwd=tmp_path)
+    result = run("-m", *SMALL, *overrides, f"hydra.sweep.dir={folder}", cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("harness-train: error: "), result.stderr
