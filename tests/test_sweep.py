@@ -112,8 +112,8 @@ def test_killed_sweep_resumes_every_run_exactly_once(tmp_path, engine):
     overrides = [
         "-m",
         "experiment=smoke",
-        "train.iterations=1500",
-        "train.eval_every=500",
+        "train.iterations=600",  # long enough to kill the sweep between its stacks
+        "train.eval_every=200",
         f"train.engine={engine}",
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
     ]
