@@ -140,10 +140,11 @@ def _run_task(jobs: Sequence[Job], stacked: bool, threads: int | None) -> list[d
     return [run_module.execute_job(job)]
 
 
-def _worker_init(level: int, datasets: dict[str, TensorData]) -> None:
+def _worker_init(level: int, datasets: dict[str, TensorData], first_steps: dict) -> None:
     torch.set_num_threads(1)
     logging.basicConfig(level=level, format="[%(processName)s] %(message)s")
     run_module.adopt_data(datasets)
+    run_module.adopt_first_steps(first_steps)  # checked and timed here once, not per worker
 
 
 def execute_jobs(
@@ -205,7 +206,8 @@ def _train_in_workers(
     record: Callable[[Task, list[dict[str, Any]]], None],
 ) -> None:
     """Train `tasks` in `workers` single-threaded processes, largest first, and `record` each
-    as it finishes. The data sets are loaded here once and shared with the workers."""
+    as it finishes. The data sets are loaded here once and shared with the workers, with the
+    optimizers' first-step checks and step times (`run.check` found them here)."""
     data_jobs = {run_module.data_key(jobs[i].cfg): jobs[i] for t in tasks for i in t.jobs}
     datasets = {key: run_module.load_data(job.cfg, job.problem) for key, job in data_jobs.items()}
     tasks = sorted(tasks, key=lambda t: -sum(estimated_work(jobs[i]) for i in t.jobs))
@@ -214,7 +216,11 @@ def _train_in_workers(
         max_workers=min(workers, len(tasks)),
         mp_context=context,
         initializer=_worker_init,
-        initargs=(logging.getLogger("harness").getEffectiveLevel(), datasets),
+        initargs=(
+            logging.getLogger("harness").getEffectiveLevel(),
+            datasets,
+            run_module.first_steps(),
+        ),
     ) as pool:
         futures = {
             pool.submit(_run_task, [jobs[i] for i in task.jobs], task.stacked, 1): task

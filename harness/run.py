@@ -6,6 +6,7 @@ import contextlib
 import functools
 import json
 import logging
+import os
 import platform
 import socket
 import sys
@@ -28,7 +29,7 @@ from harness.errors import ConfigError, HarnessError
 from harness.identity import config_hash
 from harness.job import Job
 from harness.problems import Problem
-from harness.results import METRIC_COLUMNS, write_run
+from harness.results import METRIC_COLUMNS, atomic_write_bytes, write_run
 from harness.stacked_rules import OPTIMIZER_STEP, TORCH_FUSED
 from harness.stepping import failure_reason
 from harness.validate import DTYPES, validate_run
@@ -236,6 +237,53 @@ _FIRST_STEPS: dict[tuple, tuple[str | None, float | None]] = {}
 # least MIN_TIMED_STEPS: a step of seconds (Kron's dense preconditioner on a 784-wide layer)
 # is measured in a few, and a check costs a few of the run's own steps, not 20.
 WARMUP_STEPS, TIMED_STEPS, MIN_TIMED_STEPS, CALIBRATION_S = 2, 20, 3, 1.0
+
+
+def machine() -> dict[str, Any]:
+    """What a step's time depends on beside its config: the processor, its cores, the
+    packages. Stored outcomes are reused only on a machine that matches."""
+    cpuinfo = Path("/proc/cpuinfo")
+    names = [
+        line.split(":", 1)[1].strip()
+        for line in (cpuinfo.read_text().splitlines() if cpuinfo.exists() else [])
+        if line.startswith("model name")
+    ]
+    processor = names[0] if names else platform.processor()
+    return {"processor": processor, "cores": os.cpu_count(), "versions": package_versions()}
+
+
+def load_first_steps(path: Path) -> int:
+    """Adopt the outcomes of `first_step_check` that an earlier invocation of a sweep stored
+    in `path` (its FIRST_STEPS_FILE), if it ran on a machine like this one: a resumed sweep
+    neither checks nor times an optimizer again (~1-3 s each, minutes for a zoo), and the step
+    times a study compares are taken in one sitting. Returns how many were adopted."""
+    if not path.exists():
+        return 0
+    stored = json.loads(path.read_text())
+    if stored.get("machine") != machine():
+        log.info("%s was measured on another machine: its optimizers are timed again", path)
+        return 0
+    outcomes = {tuple(key): (failure, seconds) for key, failure, seconds in stored["outcomes"]}
+    adopt_first_steps(outcomes)
+    return len(outcomes)
+
+
+def save_first_steps(path: Path) -> None:
+    """Store this process's outcomes of `first_step_check` in `path` (see `load_first_steps`),
+    written whole, then moved into place."""
+    outcomes = [[list(key), failure, seconds] for key, (failure, seconds) in first_steps().items()]
+    stored = {"machine": machine(), "outcomes": outcomes}
+    atomic_write_bytes(path, json.dumps(stored, indent=1).encode())
+
+
+def first_steps() -> dict[tuple, tuple[str | None, float | None]]:
+    """This process's outcomes of `first_step_check`, to hand to another process."""
+    return dict(_FIRST_STEPS)
+
+
+def adopt_first_steps(outcomes: dict[tuple, tuple[str | None, float | None]]) -> None:
+    """Use outcomes of `first_step_check` found by another process (or invocation)."""
+    _FIRST_STEPS.update(outcomes)
 
 
 def _first_step_key(job: Job, setup: Setup) -> tuple:

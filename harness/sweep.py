@@ -45,8 +45,11 @@ SWEEP_FILE = "sweep.json"
 # The index of the sweep folder's finished runs: {config hash: run folder}, made when a sweep
 # starts; every job's resume check reads it (once per process) instead of every run.json.
 INDEX_FILE = "finished.json"
+# The outcomes of the optimizers' first-step checks and their step times (harness.run), found
+# while the stacked launcher checks a sweep's jobs: a resume reuses them.
+FIRST_STEPS_FILE = "first_steps.json"
 # What an invocation writes into the sweep folder before its jobs run (Hydra: multirun.yaml).
-BOOKKEEPING_FILES = (SWEEP_FILE, INDEX_FILE, "multirun.yaml")
+BOOKKEEPING_FILES = (SWEEP_FILE, INDEX_FILE, FIRST_STEPS_FILE, "multirun.yaml")
 
 TUNING_SWEEPER = "hydra_plugins.harness_sweeper.tuning_sweeper.TuningSweeper"
 

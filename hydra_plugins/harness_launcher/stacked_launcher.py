@@ -10,7 +10,8 @@ writing Hydra's files and setting up its own logging before it trains. This laun
    choices);
 2. skips the jobs whose config already finished in the sweep folder (harness.sweep's index);
 3. checks every other job (`run.check`): a bad value in any job stops the sweep before any run
-   folder is created;
+   folder is created. Each optimizer's first step is checked and timed once per sweep: the
+   outcomes are kept in the sweep folder (`first_steps.json`) for its resumes;
 4. creates the run folders with Hydra's `.hydra/` files (config.yaml, hydra.yaml,
    overrides.yaml), sets up logging once (the log goes to the sweep folder) and trains the
    jobs (harness.launcher.execute_jobs);
@@ -145,7 +146,7 @@ class StackedLauncher(Launcher):
     ) -> Sequence[JobReturn]:
         from harness import run as run_module  # torch is imported only when jobs train
         from harness.job import Job
-        from harness.sweep import resumed
+        from harness.sweep import FIRST_STEPS_FILE, resumed
 
         assert self.config is not None and self.hydra_context is not None
         setup_globals()
@@ -154,6 +155,7 @@ class StackedLauncher(Launcher):
         log.info(f"Stacked launcher: {len(job_overrides)} jobs")
         returns: list[JobReturn] = []
         jobs: list[tuple[_Job, JobReturn, Any]] = []  # (..., harness.job.Job)
+        checked = run_module.load_first_steps(sweep_dir / FIRST_STEPS_FILE)
         for num, overrides in enumerate(job_overrides, initial_job_idx):
             log.info(f"\t#{num} : {' '.join(filter_overrides(overrides))}")
             job = self._prepare(num, overrides, sweep_dir)
@@ -173,6 +175,10 @@ class StackedLauncher(Launcher):
             task = Job.of(job.cfg, job.out_dir, job.choices)  # its problem, resolved once
             run_module.check(task)  # a bad value stops the sweep here: nothing is written
             jobs.append((job, result, task))
+            # the checks are kept as they are found: a zoo's take minutes, and may be cut off
+            if len(run_module.first_steps()) > checked and sweep_dir.is_dir():
+                checked = len(run_module.first_steps())
+                run_module.save_first_steps(sweep_dir / FIRST_STEPS_FILE)
         if jobs:
             self._train(jobs, sweep_dir)
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
