@@ -21,6 +21,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import logging
+import math
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -57,6 +58,11 @@ def requested_engine(cfg: DictConfig) -> str:
     return cfg.train.engine
 
 
+def _iterations(cfg: DictConfig) -> int:
+    train_size = cfg.data.get("train_size") or MNIST_TRAIN_SIZE
+    return cfg.train.iterations or cfg.train.epochs * (train_size // cfg.train.batch_size)
+
+
 def estimated_work(job: Job) -> float:
     """What training the job's run costs, in FLOPs: its steps (with their fixed overhead) and
     its evaluations (forward passes over the training subset and the test set)."""
@@ -64,7 +70,7 @@ def estimated_work(job: Job) -> float:
     train = cfg.train
     flops = job.problem.flops(cfg)  # one training step of one model
     train_size = cfg.data.get("train_size") or MNIST_TRAIN_SIZE
-    iterations = train.iterations or train.epochs * (train_size // train.batch_size)
+    iterations = _iterations(cfg)
     step = flops + STEP_OVERHEAD_FLOPS
     forward_per_example = flops / (3 * train.batch_size)  # about a third of a step
     examples = min(train.eval_train_size or train_size, train_size) + (
@@ -83,12 +89,26 @@ class Task:
     here: bool = False  # train.engine=single: in this process, one run after another
 
 
-def plan(jobs: Sequence[Job], parts: int, max_stack: int | None = None) -> list[Task]:
+def estimated_seconds(job: Job) -> float | None:
+    """Seconds the job's run costs trained alone: its steps times its optimizer's step alone,
+    as `run.check` measured it (an optimizer's step costs 100x more in some than in others);
+    None where it was not measured. An upper bound in a stack, whose models share a pass."""
+    step = run_module.checked_step_time(job)
+    return None if step is None else step * _iterations(job.cfg)
+
+
+def plan(
+    jobs: Sequence[Job],
+    parts: int,
+    max_stack: int | None = None,
+    max_stack_s: float | None = None,
+) -> list[Task]:
     """Tasks for `jobs`: each group of stackable runs split into up to `parts` sub-stacks of
-    near-equal size (one per worker process), or more where a sub-stack would hold more than
-    `max_stack` models (give or take a configuration's seeds, which are never split), every
-    other run a task of its own. A stack's runs are written when it ends, so `max_stack`
-    bounds what an interrupted sweep loses."""
+    near-equal cost (one per worker process), or more where a sub-stack would hold more than
+    `max_stack` models or cost more than `max_stack_s` seconds (`estimated_seconds`; give or
+    take a configuration's seeds, which are never split), every other run a task of its own.
+    A stack's runs are written when it ends, so the bounds bound what an interrupted sweep
+    loses. Costs unknown (a run not checked here), every run counts as one."""
     tasks: list[Task] = []
     groups: dict[tuple, list[int]] = {}
     refused: Counter[str] = Counter()
@@ -109,14 +129,49 @@ def plan(jobs: Sequence[Job], parts: int, max_stack: int | None = None) -> list[
         if alone:  # nothing to stack it with: the single-run engine
             tasks.append(Task(members, stacked=False))
             continue
-        n = min(max(parts, -(-len(members) // (max_stack or len(members)))), len(members))
-        # the seeds of one configuration go to one sub-stack (they share an optimizer there);
-        # configurations are dealt round the sub-stacks, which mixes cheap and costly ones
-        sub_stacks: list[list[int]] = [[] for _ in range(n)]
-        for seeds in _seeds_of_each_configuration(members, jobs):
-            min(sub_stacks, key=len).extend(seeds)
-        tasks += [Task(sorted(sub), stacked=True) for sub in sub_stacks if sub]
+        tasks += [
+            Task(sorted(sub), stacked=True)
+            for sub in _sub_stacks(members, jobs, parts, max_stack, max_stack_s)
+        ]
     return tasks
+
+
+def largest_first(tasks: Sequence[Task], jobs: Sequence[Job]) -> list[Task]:
+    """`tasks` in the order that ends soonest on parallel workers: the costliest first, by
+    `estimated_seconds` where every run has it, else by `estimated_work`."""
+    seconds = [estimated_seconds(job) for job in jobs]
+    known = all(s is not None for s in seconds)
+    cost = seconds if known else [estimated_work(job) for job in jobs]
+    return sorted(tasks, key=lambda t: -sum(cost[i] for i in t.jobs))
+
+
+def _sub_stacks(
+    members: list[int],
+    jobs: Sequence[Job],
+    parts: int,
+    max_stack: int | None,
+    max_stack_s: float | None,
+) -> list[list[int]]:
+    """`members` (one stack group) dealt into sub-stacks of near-equal cost, as `plan` says:
+    the costliest configuration first, each to the cheapest sub-stack with room for it."""
+    seconds = [estimated_seconds(jobs[i]) for i in members]
+    known = all(s is not None for s in seconds)
+    cost = dict(zip(members, seconds if known else [1.0] * len(members), strict=True))
+    n = max(parts, -(-len(members) // (max_stack or len(members))))
+    if known and max_stack_s:
+        n = max(n, math.ceil(sum(cost.values()) / max_stack_s))
+    n = min(n, len(members))
+    # the seeds of one configuration go to one sub-stack (they share an optimizer there)
+    configurations = _seeds_of_each_configuration(members, jobs)
+    configurations.sort(key=lambda seeds: -sum(cost[i] for i in seeds))  # stable: ties in order
+    sub_stacks: list[list[int]] = [[] for _ in range(n)]
+    loads = [0.0] * n
+    for seeds in configurations:
+        room = [k for k in range(n) if len(sub_stacks[k]) + len(seeds) <= (max_stack or 1e18)]
+        k = min(room or range(n), key=lambda k: (loads[k], len(sub_stacks[k])))
+        sub_stacks[k].extend(seeds)
+        loads[k] += sum(cost[i] for i in seeds)
+    return [sub for sub in sub_stacks if sub]
 
 
 def _seeds_of_each_configuration(members: list[int], jobs: Sequence[Job]) -> list[list[int]]:
@@ -152,13 +207,15 @@ def execute_jobs(
     workers: int | None = None,
     use_workers: bool | None = None,
     max_stack: int | None = None,
+    max_stack_s: float | None = None,
 ) -> list[dict[str, Any]]:
     """Train a sweep's jobs with the engine each asks for and return their run.json records in
     job order. The jobs are expected to pass `run.check`.
 
     `workers`: worker processes (default: one per core; on a GPU, none); `use_workers`: start
-    them (True), don't (False), or decide from the estimated work (None); `max_stack`: models
-    per stack at most (None: no bound; see `plan`).
+    them (True), don't (False), or decide from the estimated work (None); `max_stack`,
+    `max_stack_s`: models per stack and its estimated seconds at most (None: no bound; see
+    `plan`).
     """
     jobs = list(jobs)
     if not jobs:  # e.g. every job of a resumed sweep had finished already
@@ -170,7 +227,7 @@ def execute_jobs(
         work = sum(estimated_work(job) for job in jobs if requested_engine(job.cfg) != "single")
         use_workers = work >= WORKER_THRESHOLD
     use_workers = use_workers and workers > 1
-    tasks = plan(jobs, workers if use_workers else 1, max_stack)
+    tasks = plan(jobs, workers if use_workers else 1, max_stack, max_stack_s)
     records: list[dict[str, Any] | None] = [None] * len(jobs)
     log.info("training %d runs as %d tasks", len(jobs), len(tasks))
     progress = Progress(len(jobs))
@@ -210,7 +267,7 @@ def _train_in_workers(
     optimizers' first-step checks and step times (`run.check` found them here)."""
     data_jobs = {run_module.data_key(jobs[i].cfg): jobs[i] for t in tasks for i in t.jobs}
     datasets = {key: run_module.load_data(job.cfg, job.problem) for key, job in data_jobs.items()}
-    tasks = sorted(tasks, key=lambda t: -sum(estimated_work(jobs[i]) for i in t.jobs))
+    tasks = largest_first(tasks, jobs)
     context = torch.multiprocessing.get_context("spawn")  # no fork after torch started threads
     with concurrent.futures.ProcessPoolExecutor(
         max_workers=min(workers, len(tasks)),

@@ -286,7 +286,7 @@ def adopt_first_steps(outcomes: dict[tuple, tuple[str | None, float | None]]) ->
     _FIRST_STEPS.update(outcomes)
 
 
-def _first_step_key(job: Job, setup: Setup) -> tuple:
+def _first_step_key(job: Job, device: torch.device) -> tuple:
     cfg = job.cfg
     optimizer = OmegaConf.to_container(cfg.optimizer, resolve=True)
     settings = {k: v for k, v in optimizer.items() if not isinstance(v, float)}
@@ -295,7 +295,7 @@ def _first_step_key(job: Job, setup: Setup) -> tuple:
         *(OmegaConf.to_yaml(cfg[k], resolve=True) for k in ("schedule", "model")),
         data_key(cfg),
         cfg.train.dtype,
-        str(setup.eval_train_idx.device),
+        str(device),
         type(job.problem).__qualname__,
     )
 
@@ -307,7 +307,7 @@ def first_step_check(job: Job, setup: Setup) -> None:
     evaluated, takes one step on the first mini-batch and is evaluated again, before anything
     trains or is written. If it passes, the copy's step is timed alone (`step_time_alone`).
     The global random state is left as it was, so the run computes what it would without."""
-    key = _first_step_key(job, setup)
+    key = _first_step_key(job, setup.eval_train_idx.device)
     if key not in _FIRST_STEPS:
         _FIRST_STEPS[key] = _first_steps(job, setup)
     failure = _FIRST_STEPS[key][0]
@@ -319,7 +319,14 @@ def step_time_alone(job: Job, setup: Setup) -> float | None:
     """Seconds per optimizer step of the job's model and optimizer trained alone, measured by
     `first_step_check` (which `prepare` ran): a stack's members share its time, so this is
     each run's own cost (an optimizer's step differs 100x across the catalogue)."""
-    found = _FIRST_STEPS.get(_first_step_key(job, setup))
+    found = _FIRST_STEPS.get(_first_step_key(job, setup.eval_train_idx.device))
+    return None if found is None else found[1]
+
+
+def checked_step_time(job: Job) -> float | None:
+    """The step time alone that `check` measured for the job (on the CPU, where it checks):
+    what a launcher plans its stacks by. None if it was not checked in this process."""
+    found = _FIRST_STEPS.get(_first_step_key(job, torch.device("cpu")))
     return None if found is None else found[1]
 
 
@@ -346,7 +353,7 @@ def _first_steps(job: Job, setup: Setup) -> tuple[str | None, float | None]:
                 failed = members.failures().get(0)
                 if failed is None:
                     members.evaluate({"train": rows})
-                    seconds = _timed_steps(members, rows, device)
+                    seconds = _timed_steps(members, rows, device, job.cfg.threads or 1)
         except HarnessError:
             raise
         except Exception as exc:  # the optimizer's own error, told in one line
@@ -356,8 +363,25 @@ def _first_steps(job: Job, setup: Setup) -> tuple[str | None, float | None]:
     return f"fails on its first step or evaluation here ({failed[:200]})", None
 
 
-def _timed_steps(members: engine.Alone, rows: torch.Tensor, device: torch.device) -> float | None:
-    """Seconds per step of `members` (None if a step fails: training will tell)."""
+def _timed_steps(
+    members: engine.Alone, rows: torch.Tensor, device: torch.device, threads: int
+) -> float | None:
+    """Seconds per step of `members` (None if a step fails: training will tell), with
+    `threads` CPU threads: the config's, else one, as stacks train in a sweep's workers. Two
+    threads on a shared 2-core machine made a small step's time depend on the load (Adam on
+    net1: 65 ms a step while another process ran, 0.7 ms without), and a study compares the
+    times of all its optimizers."""
+    default_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return _seconds_per_step(members, rows, device)
+    finally:
+        torch.set_num_threads(default_threads)
+
+
+def _seconds_per_step(
+    members: engine.Alone, rows: torch.Tensor, device: torch.device
+) -> float | None:
     for _ in range(WARMUP_STEPS):
         members.step(rows)
     if device.type == "cuda":

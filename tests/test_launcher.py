@@ -220,3 +220,34 @@ def test_help_says_what_a_sweep_does():
     result = run_cli("--help", cwd=CONF_DIR)
     assert result.returncode == 0
     assert "A sweep trains by the fastest exact path by default" in result.stdout
+
+
+def test_stacks_are_dealt_by_what_their_runs_cost_and_bounded_in_seconds(mnist_dir, monkeypatch):
+    """An optimizer's step costs 100x more in some than in others: a group's sub-stacks are
+    dealt to near-equal estimated seconds (a run's steps times its step alone, as the check
+    timed it), and `max_stack_s` bounds a stack's; a run whose cost is unknown counts one."""
+    lrs = [round(0.01 * (i + 1), 2) for i in range(10)]
+    cfgs = configs(mnist_dir, *[["optimizer=sgd", f"optimizer.lr={lr}"] for lr in lrs])
+    jobs = [Job.of(c, "unused") for c in cfgs]
+    launcher.run_module.check(jobs[0])  # the check times the step: a run's cost is known
+    step = launcher.run_module.checked_step_time(jobs[0])
+    assert launcher.estimated_seconds(jobs[0]) == step * jobs[0].cfg.train.iterations > 0
+
+    costs = {lr: 10.0 if lr == lrs[3] else 1.0 for lr in lrs}  # one run 10x costlier
+    monkeypatch.setattr(launcher, "estimated_seconds", lambda job: costs[job.cfg.optimizer.lr])
+
+    def stacks(**bounds: float) -> list[list[int]]:
+        tasks = launcher.plan(jobs, parts=2, **bounds)
+        assert all(t.stacked for t in tasks)
+        assert sorted(i for t in tasks for i in t.jobs) == list(range(10))
+        return sorted((t.jobs for t in tasks), key=len)
+
+    # two workers: the costly run in one stack, the nine others in the other (10 s and 9 s)
+    assert stacks() == [[3], [0, 1, 2, 4, 5, 6, 7, 8, 9]]
+    # at most 5 s a stack: 19 s in four; the costly run, over the bound alone, has no company
+    assert stacks(max_stack_s=5) == [[3], [0, 4, 7], [1, 5, 8], [2, 6, 9]]
+    # at most 6 models: the bound on models holds as well
+    assert [len(s) for s in stacks(max_stack=6)] == [4, 6]
+    # costs unknown: every run counts one (two stacks of five)
+    monkeypatch.setattr(launcher, "estimated_seconds", lambda job: None)
+    assert [len(s) for s in stacks(max_stack_s=5)] == [5, 5]

@@ -35,7 +35,7 @@ from hydra_plugins.harness_launcher.stacked_launcher import (
 log = logging.getLogger(__name__)
 
 # The keys submitit's AutoExecutor takes as they are (it translates them for each cluster); the
-# other keys of conf/hydra/launcher/slurm.yaml (but cluster, max_stack, submitit_folder) go to
+# other keys of conf/hydra/launcher/slurm.yaml (but cluster, max_stack(_s), submitit_folder) go to
 # it as slurm_<key>.
 GENERIC_KEYS = (
     "timeout_min",
@@ -84,12 +84,19 @@ def _reason(error: Exception, state: str) -> str:
 
 class StackedSlurmLauncher(StackedLauncher):
     """`cluster`: submitit's executor (slurm; local: a process per job on this machine);
-    `max_stack`: models per job at most (None: a whole stack); every other key is a submitit /
-    SLURM parameter (conf/hydra/launcher/slurm.yaml), kept in `params`."""
+    `max_stack`, `max_stack_s`: models per job and its estimated seconds at most (None: no
+    bound; `harness.launcher.plan`); every other key is a submitit / SLURM parameter
+    (conf/hydra/launcher/slurm.yaml), kept in `params`."""
 
-    def __init__(self, cluster: str = "slurm", max_stack: int | None = None, **params: Any) -> None:
-        super().__init__()
-        self.cluster, self.max_stack = cluster, max_stack
+    def __init__(
+        self,
+        cluster: str = "slurm",
+        max_stack: int | None = None,
+        max_stack_s: float | None = None,
+        **params: Any,
+    ) -> None:
+        super().__init__(max_stack=max_stack, max_stack_s=max_stack_s)
+        self.cluster = cluster
         self.params = {
             k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
             for k, v in params.items()
@@ -133,15 +140,14 @@ class StackedSlurmLauncher(StackedLauncher):
         from submitit.helpers import as_completed
 
         from harness.errors import ConfigError
-        from harness.launcher import estimated_work, plan
+        from harness.launcher import largest_first, plan
         from harness.results import RunRecord
         from harness.sweep import Progress
 
         assert self.config is not None and self.hydra_context is not None
         runs = [task for _, _, task in jobs]
-        tasks = plan(runs, parts=1, max_stack=self.max_stack)
-        # The largest first: an array that runs array_parallelism jobs at a time ends sooner.
-        tasks.sort(key=lambda t: -sum(estimated_work(runs[i]) for i in t.jobs))
+        # the largest first: an array that runs array_parallelism jobs at a time ends sooner
+        tasks = largest_first(plan(runs, 1, self.max_stack, self.max_stack_s), runs)
         executor = self.executor(f"harness-{sweep_dir.name}")  # bad parameters: nothing written
         per_job = self._start_jobs(jobs, sweep_dir)
         callbacks = self.hydra_context.callbacks

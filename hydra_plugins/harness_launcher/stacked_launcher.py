@@ -89,8 +89,10 @@ def _defines_job_callbacks(callbacks: Sequence[Callback]) -> bool:
 
 
 class StackedLauncher(Launcher):
-    def __init__(self, n_jobs: int = -1, max_stack: int | None = None) -> None:
-        self.n_jobs, self.max_stack = n_jobs, max_stack
+    def __init__(
+        self, n_jobs: int = -1, max_stack: int | None = None, max_stack_s: float | None = None
+    ) -> None:
+        self.n_jobs, self.max_stack, self.max_stack_s = n_jobs, max_stack, max_stack_s
         self.config: DictConfig | None = None
         self.task_function: TaskFunction | None = None
         self.hydra_context: HydraContext | None = None
@@ -196,6 +198,7 @@ class StackedLauncher(Launcher):
                 [task for _, _, task in jobs],
                 workers=None if self.n_jobs < 1 else self.n_jobs,
                 max_stack=self.max_stack,
+                max_stack_s=self.max_stack_s,
             )
         for (job, result, _), record in zip(jobs, records, strict=True):
             result.return_value = RunRecord(record)
