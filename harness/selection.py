@@ -31,6 +31,7 @@ from harness.errors import ConfigError
 from harness.identity import flat_config, identity_config, identity_hash
 from harness.markdown import markdown_table
 from harness.results import RUNS_TABLE, load_runs
+from harness.sweep import planned_by_last_invocation
 
 RESOLVER = "tuned"
 SELECTION_FILE = "selection.md"
@@ -58,8 +59,8 @@ def _tuning_runs(source: str, stamp: float) -> pd.DataFrame:
 
 
 def tuning_runs(source: str) -> pd.DataFrame:
-    """The finished runs of the tuning study in `source` (read once per process while its
-    consolidated table is unchanged)."""
+    """The runs of the tuning study in `source` (read once per process while its consolidated
+    table is unchanged); a one-line ConfigError if it has not finished every run it plans."""
     folder = Path(source)
     table = folder / RUNS_TABLE
     if not folder.is_dir():
@@ -69,6 +70,13 @@ def tuning_runs(source: str) -> pd.DataFrame:
     if runs.empty:
         raise ConfigError(
             f"tune.source={source} holds no finished runs: run the tuning study first"
+        )
+    # a choice among fewer trials than the study plans is not its protocol's choice
+    planned = planned_by_last_invocation(folder)
+    if planned is not None and len(runs) < planned:
+        raise ConfigError(
+            f"tune.source={source} is unfinished: {len(runs)} of the {planned} runs it plans "
+            "have finished; resume it first (its own command trains only what is missing)"
         )
     return runs
 

@@ -128,6 +128,14 @@ def planned_runs(config: DictConfig) -> int:
     return len(sweep_jobs(config))
 
 
+def planned_by_last_invocation(sweep_dir: Path) -> int | None:
+    """The runs the last invocation of the sweep in `sweep_dir` planned (its SWEEP_FILE);
+    None where it has no record (a folder of tables alone)."""
+    marker = sweep_dir / SWEEP_FILE
+    invocations = json.loads(marker.read_text()).get("invocations") if marker.exists() else None
+    return invocations[-1]["jobs"] if invocations else None
+
+
 def sweep_identity(config: DictConfig) -> dict[str, Any]:
     """What a sweep is: its axes and fixed overrides, without execution-only settings."""
     params = config.hydra.sweeper.get("params") or {}

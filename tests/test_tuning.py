@@ -10,7 +10,7 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from conftest import compose_config, hydra_context, run_cli
+from conftest import compose_config, hydra_context, run_cli, train_in_process
 from harness.errors import ConfigError
 from harness.results import RUN_FILE, RUNS_TABLE
 from harness.search import (
@@ -21,7 +21,7 @@ from harness.search import (
     tuning_jobs,
     with_command_line_spaces,
 )
-from harness.sweep import sweep_jobs
+from harness.sweep import SWEEP_FILE, sweep_jobs
 
 LOG_LR = "tag(log, interval(1.0e-4, 3.0))"
 PROTOCOL = {
@@ -255,6 +255,32 @@ def test_the_evaluation_phase_takes_the_rate_the_validation_set_chose(tuning_stu
     assert chosen == {o: [lr] for o, lr in expected.items()}
     selection = (evaluation / "selection.md").read_text()
     assert "final_val_accuracy" in selection and "The test set chose nothing" in selection
+
+
+def test_an_evaluation_of_an_unfinished_tuning_study_is_one_line(tuning_study, tmp_path):
+    """A tuning study stopped part-way (a session's end) has fewer trials of some settings
+    than it plans: a choice among them is not its protocol's, so the next phase refuses."""
+    _, folder = tuning_study
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    for name in (SWEEP_FILE, "curves.parquet"):
+        (unfinished / name).write_bytes((folder / name).read_bytes())
+    pd.read_parquet(folder / RUNS_TABLE).iloc[:4].to_parquet(unfinished / RUNS_TABLE)
+    evaluation = tmp_path / "eval"
+    result = train_in_process(
+        "-m",
+        "experiment=course",
+        "model=net1",
+        "optimizer=sgd,adam",
+        f"tune.source={unfinished}",
+        *TINY,
+        f"hydra.sweep.dir={evaluation}",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "is unfinished: 4 of the 6 runs it plans" in lines[0]
+    assert not evaluation.exists()
 
 
 def test_an_evaluation_without_its_tuning_study_is_one_line(tmp_path):
