@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 from tqdm.auto import tqdm
 
-from harness.stepping import evaluation_mode, failure_reason, needs_of, take_step
+from harness.stepping import evaluation_mode, failure_reason, in_train_mode, needs_of, take_step
 
 if TYPE_CHECKING:
     from harness.problems import Problem
@@ -151,8 +151,7 @@ class Alone:
         self.problem, self.data = problem, data
         self.needs = needs_of(optimizer)
         self.failed: dict[int, str] = {}
-        if self.needs.modes:
-            optimizer.train()
+        in_train_mode(optimizer)
 
     def __len__(self) -> int:
         return 1

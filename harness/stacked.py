@@ -55,7 +55,7 @@ from harness.stacked_rules import (
     stacking_refusal,
     update_path,
 )
-from harness.stepping import Needs, evaluation_mode, needs_of, needs_of_class
+from harness.stepping import Needs, evaluation_mode, in_train_mode, needs_of, needs_of_class
 from harness.validate import DTYPES, validate_run
 
 log = logging.getLogger(__name__)
@@ -207,8 +207,7 @@ class Stack:
         self.stepper = StackedOptimizers(self.stack, self.optimizers, sharing)
         self.failed: dict[int, str] = {}
         for optimizer in self.stepper.stepping():
-            if needs_of(optimizer).modes:  # Schedule-Free trains in its train mode, as alone
-                optimizer.train()
+            in_train_mode(optimizer)  # Schedule-Free trains in its train mode, as alone
 
     def __len__(self) -> int:
         return len(self.models)

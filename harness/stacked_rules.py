@@ -33,7 +33,7 @@ from torch.optim.optimizer import _get_scalar_dtype
 from harness.errors import HarnessError
 from harness.stacked_model import StackedMLP
 from harness.stacked_module import StackedModule
-from harness.stepping import failure_reason, needs_of
+from harness.stepping import failure_reason, in_train_mode
 
 STACKED_RULE, TORCH_FUSED, OPTIMIZER_STEP = "stacked_rule", "torch_fused", "optimizer_step"
 SHARED_STEP = "shared_step"
@@ -358,9 +358,7 @@ def stacking_refusal(make_optimizer: OptimizerFactory, dtype: torch.dtype) -> st
     with torch.random.fork_rng():
         drawn_before = torch.random.get_rng_state()
         try:
-            optimizer = make_optimizer(params)
-            if needs_of(optimizer).modes:  # trained in its train mode, as in a stack
-                optimizer.train()
+            optimizer = in_train_mode(make_optimizer(params))  # as in a stack
             for _ in range(2):
                 optimizer.step()
         except Exception as exc:  # any failure on the probe: this class cannot be trusted here
@@ -402,9 +400,7 @@ def _amplifies_rounding(make_optimizer: OptimizerFactory) -> bool:
     trained = []
     for scale in (0.0, ROUNDING):
         params = [torch.nn.Parameter(torch.ones(*s, dtype=torch.float64)) for s in PROBE_SHAPES]
-        optimizer = make_optimizer(params)
-        if needs_of(optimizer).modes:
-            optimizer.train()
+        optimizer = in_train_mode(make_optimizer(params))
         for grads, noises in zip(steps, noise, strict=True):
             for param, g, n in zip(params, grads, noises, strict=True):
                 param.grad = g + scale * n * g.abs()
@@ -509,7 +505,7 @@ def _shared_against_own(
     own = []
     for m in kept:
         params = [torch.nn.Parameter(t[m].clone()) for t in start]
-        optimizer = _in_train_mode(make_optimizer(params))
+        optimizer = in_train_mode(make_optimizer(params))
         for step in range(SHARING_STEPS):
             for param, grad in zip(params, gradient_of(list(params), m, step), strict=True):
                 param.grad = grad
@@ -517,7 +513,7 @@ def _shared_against_own(
         own.append(torch.cat([p.detach().flatten() for p in params]))
     stacked = [t.clone() for t in start]
     params = [torch.nn.Parameter(t) for t in stacked]
-    optimizer = _in_train_mode(make_optimizer(params))
+    optimizer = in_train_mode(make_optimizer(params))
     rows = list(range(SHARING_PROBE_MODELS))
     for step in range(SHARING_STEPS):
         if step == SHARING_DROP:
@@ -525,19 +521,13 @@ def _shared_against_own(
             params, optimizer, _ = _resliced(
                 optimizer, params, stacked, kept, lambda ps: (make_optimizer(ps), None)
             )
-            _in_train_mode(optimizer)
+            in_train_mode(optimizer)
         per_model = [gradient_of([p[j] for p in params], m, step) for j, m in enumerate(rows)]
         for i, param in enumerate(params):
             param.grad = torch.stack([grads[i] for grads in per_model])
         optimizer.step()
     shared = [torch.cat([t[j].flatten() for t in stacked]) for j in range(len(kept))]
     return own, shared
-
-
-def _in_train_mode(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
-    if needs_of(optimizer).modes:  # trained in its train mode (Schedule-Free)
-        optimizer.train()
-    return optimizer
 
 
 def _resliced(
@@ -658,7 +648,7 @@ class StackedOptimizers:
                 optimizer, scheduler = share.build(params)
                 if use_fused(self.optimizers[start]):
                     optimizer.param_groups[0]["fused"] = optimizer.defaults["fused"] = True
-                _in_train_mode(optimizer)
+                in_train_mode(optimizer)
                 self.shared[start] = _SharedInstance(share, params, optimizer, scheduler)
                 self._bind_gradients(start, stop)
 
@@ -715,7 +705,7 @@ class StackedOptimizers:
                         old.sharing.build,
                     )
                     scheduler.load_state_dict(old.scheduler.state_dict())
-                    _in_train_mode(optimizer)  # as the probe does after its drop
+                    in_train_mode(optimizer)  # as the probe does after its drop
                     if old.optimizer.defaults.get("fused"):
                         optimizer.param_groups[0]["fused"] = optimizer.defaults["fused"] = True
                     shared[position] = _SharedInstance(old.sharing, params, optimizer, scheduler)

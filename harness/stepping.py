@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import io
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -126,9 +128,24 @@ def failure_reason(exc: BaseException) -> str:
 def evaluation_mode(optimizer: torch.optim.Optimizer, needs: Needs) -> Iterator[None]:
     """The parameters the optimizer reports for evaluation (its eval mode) for the duration."""
     if needs.modes:
-        optimizer.eval()
+        _quietly(optimizer.eval)
     try:
         yield
     finally:
         if needs.modes:
-            optimizer.train()
+            _quietly(optimizer.train)
+
+
+def in_train_mode(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+    """The optimizer, switched to its train mode if it has modes (Schedule-Free trains in it,
+    alone, in a stack and in the probes)."""
+    if needs_of(optimizer).modes:
+        _quietly(optimizer.train)
+    return optimizer
+
+
+def _quietly(switch: Callable[[], Any]) -> None:
+    # schedulefree's reference classes print "Switching to train mode" at every switch: two
+    # lines per evaluation of each of a sweep's runs in its log
+    with contextlib.redirect_stdout(io.StringIO()):
+        switch()

@@ -52,6 +52,21 @@ def test_schedule_free_is_evaluated_at_its_averaged_point(tmp_path, mnist_dir):
     assert abs(at_average - at_training_point) > 1e-4  # the two points differ: modes matter
 
 
+def test_mode_switches_print_nothing_into_a_sweeps_log(tmp_path, mnist_dir, capfd):
+    """schedulefree's reference classes print at every switch of mode: a run's evaluations
+    (and a sweep's thousands) would fill the log with "Switching to train mode"."""
+    cfg = config(mnist_dir, "optimizer=schedulefree_adamwreference", "optimizer.lr=0.01")
+    run = prepare(Job.of(cfg, "unused"))
+    capfd.readouterr()
+    with evaluation_mode(run.optimizer, needs_of(run.optimizer)):
+        pass
+    assert needs_of(run.optimizer).modes
+    execute(cfg, tmp_path)  # a whole run: 4 evaluations
+    assert "Switching" not in capfd.readouterr().out
+    run.optimizer.eval()  # what it prints, switched directly
+    assert "Switching to eval mode" in capfd.readouterr().out
+
+
 def test_a_closure_is_evaluated_and_the_step_reports_the_loss_before_it():
     torch.manual_seed(0)
     x, y = torch.randn(64, 5), torch.randn(64, 1)
