@@ -326,7 +326,9 @@ def log_x(ax) -> None:
     range still gets labels; minor ticks unlabelled: side by side, their labels would touch)."""
     ax.set_xscale("log")
     ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    ax.xaxis.set_major_formatter(_PlainLogFormatter(labelOnlyBase=False))
+    # LogFormatter labels only the decades of a range over minor_thresholds[0] decades (1 by
+    # default): 2 and 5 keep their labels up to 3
+    ax.xaxis.set_major_formatter(_PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(3, 3)))
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 

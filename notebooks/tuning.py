@@ -42,6 +42,16 @@ print(f"{sweep}: {len(runs)} runs, {analysis.selection_text(runs)}; tuned: {', '
 report.show(report.tuning_curve_figure, curves)
 
 # %% [markdown]
+# ## What tuning gains, one row per setting
+#
+# The same picks after one trial and after the whole budget, the best on top: a short bar is
+# cheap to tune. Where a study has more settings than curves can tell apart (the optimizer
+# zoo), this is the figure to read.
+
+# %%
+report.show(report.tuning_gain_figure, curves)
+
+# %% [markdown]
 # ## Expected quality after k trials
 #
 # 'validation / test', in %: the pick's expected final validation accuracy, and its test

@@ -111,7 +111,7 @@ def figures_of(folder: Path, target: float | None, copies: int = 0) -> dict[str,
         runs, curves = zoo_sized(runs, curves, copies)
     if target is None:
         target = default_target(analysis.quality(runs))
-    made = make_figures(runs, curves, target)
+    made = make_figures(runs, curves, target, tuned=[analysis.LR_KEY])  # its rates: trials
     return {name: fig for name, fig in made.items() if isinstance(fig, Figure)}
 
 

@@ -32,7 +32,7 @@ IMAGES = {
     "momentum": 0,
     "summary": 2,
     "esgd": 2,
-    "tuning": 1,
+    "tuning": 2,
 }
 # Figures the smoke sweep cannot have, and the reason each notebook prints for skipping them.
 SKIPPED = {

@@ -243,7 +243,7 @@ def test_one_colour_per_optimizer_in_every_figure(tables):
     runs, curves = tables
     figures = report.make_figures(runs, curves, TARGET)
     skipped = [n for n, f in figures.items() if isinstance(f, report.Skipped)]
-    assert skipped == ["effective_step", "tuned_hyperparameters", "tuning_curves"]
+    assert skipped == ["effective_step", "tuned_hyperparameters", "tuning_curves", "tuning_gain"]
     figures = {n: f for n, f in figures.items() if n not in skipped}
     colours = {}  # optimizer -> the colours it was drawn with, over every figure
     for name, figure in figures.items():
@@ -326,7 +326,13 @@ def test_report_writes_every_figure_and_the_summary(smoke_sweep, tmp_path):
     names = sorted(p.name for p in out.iterdir())
     # The smoke sweep has no self-tuning optimizer (see test_tuned_hyperparameters_figure) and
     # one momentum.
-    not_here = ("tuned_hyperparameters", "effective_step", "convergence_test_rmse", "tuning_curves")
+    not_here = (
+        "tuned_hyperparameters",
+        "effective_step",
+        "convergence_test_rmse",
+        "tuning_curves",
+        "tuning_gain",
+    )
     drawn = ["course_net1", "course_net2", *(n for n in report.FIGURES if n not in not_here)]
     expected = sorted(f"{n}.{ext}" for n in drawn for ext in ("png", "svg"))
     assert names == sorted([*expected, "summary.md"])
@@ -351,6 +357,8 @@ def test_report_writes_every_figure_and_the_summary(smoke_sweep, tmp_path):
         "in the sweep tunes its own learning rate and momentum",
         "* skipped: tuning curves: expected quality after k trials of tuning: not a tuning study "
         "(no tuning.json in the sweep folder)",
+        "* skipped: what tuning gains: each setting after one trial and after all of them: not a "
+        "tuning study (no tuning.json in the sweep folder)",
     ]
 
 
@@ -368,6 +376,7 @@ def test_report_skips_what_the_sweep_cannot_show_and_says_why(tables, tmp_path):
         "time_to_target",
         "tuned_hyperparameters",
         "tuning_curves",
+        "tuning_gain",
     }
     assert "single learning rate" in result.skipped["lr_sensitivity"]
     assert "single batch size" in result.skipped["batch_size"]

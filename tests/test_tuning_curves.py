@@ -115,6 +115,16 @@ def test_curves_table_and_figure_on_a_real_sweep(smoke_sweep):
     ]
     fig = report.tuning_curve_figure(curves)
     assert len(fig.get_axes()) == 2 and all(ax.get_yscale() == "log" for ax in fig.get_axes())
+    # what tuning gains: a row per setting, the best after its whole budget on top
+    gain = report.tuning_gain_figure(curves)
+    for ax in gain.get_axes():
+        net = ax.get_title().split(":")[0]
+        after_all = curves[curves["k"] == curves["n_trials"]].set_index(["net", "setting"])
+        best_first = after_all.loc[net]["expected_val"].sort_values(ascending=False).index
+        labels = [t.get_text() for t in ax.get_yticklabels()]
+        ticks = sorted(zip(ax.get_yticks(), labels, strict=True), reverse=True)
+        top_down = [label for _, label in ticks]
+        assert top_down == list(best_first)
     with pytest.raises(report.Skipped, match="not a tuning study"):
         report._tuning_curves(runs, None)
 

@@ -65,7 +65,7 @@ from harness.report.tables import (
 )
 from harness.report.time_to_target import time_to_target_by_batch_figure, time_to_target_figure
 from harness.report.tuned_hyperparameters import tuned_hyperparameters_figure
-from harness.report.tuning_curves import tuning_curve_figure
+from harness.report.tuning_curves import tuning_curve_figure, tuning_gain_figure
 from harness.style import PROFILE_LABELS  # notebooks/summary.py reads it here
 
 __all__ = [
@@ -104,6 +104,7 @@ __all__ = [
     "tuned_hyperparameters_figure",
     "tuned_keys_of",
     "tuning_curve_figure",
+    "tuning_gain_figure",
     "tuning_markdown",
     "write_report",
 ]

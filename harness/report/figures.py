@@ -23,7 +23,7 @@ from harness.report.sensitivity import (
 )
 from harness.report.time_to_target import time_to_target_by_batch_figure, time_to_target_figure
 from harness.report.tuned_hyperparameters import tuned_hyperparameters_figure
-from harness.report.tuning_curves import tuning_curve_figure
+from harness.report.tuning_curves import tuning_curve_figure, tuning_gain_figure
 from harness.style import net_order
 
 # The course's figure of each net is named course_<net>.
@@ -42,6 +42,7 @@ FIGURES = {
     "performance_profile": "performance profiles",
     "tuned_hyperparameters": "learning rate and momentum chosen by self-tuning optimizers",
     "tuning_curves": "tuning curves: expected quality after k trials of tuning",
+    "tuning_gain": "what tuning gains: each setting after one trial and after all of them",
     "quality_against_step_time": "final test error against the cost of one step alone",
 }
 
@@ -103,6 +104,7 @@ def make_figures(
         ),
         "tuned_hyperparameters": lambda: tuned_hyperparameters_figure(runs, curves),
         "tuning_curves": lambda: tuning_curve_figure(_tuning_curves(runs, tuned)),
+        "tuning_gain": lambda: tuning_gain_figure(_tuning_curves(runs, tuned)),
         "quality_against_step_time": lambda: quality_against_step_time_figure(runs),
     }
     # Any other numeric key the sweep varies (momentum, weight decay, ...) gets a figure too.
