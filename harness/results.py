@@ -26,7 +26,17 @@ METRICS_FILE = "metrics.parquet"
 # Consolidated tables of a sweep folder.
 RUNS_TABLE = "runs.parquet"
 CURVES_TABLE = "curves.parquet"
+# A sweep folder's record of its invocations (harness.sweep writes it): what each planned.
+SWEEP_FILE = "sweep.json"
 METRIC_COLUMNS = ["iteration", "epoch", "time_s", "metric", "value"]
+
+
+def planned_by_last_invocation(sweep_dir: Path) -> int | None:
+    """The runs the last invocation of the sweep in `sweep_dir` planned (its SWEEP_FILE);
+    None where it has no record (a folder of tables alone)."""
+    marker = sweep_dir / SWEEP_FILE
+    invocations = json.loads(marker.read_text()).get("invocations") if marker.exists() else None
+    return invocations[-1]["jobs"] if invocations else None
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

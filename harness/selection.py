@@ -30,8 +30,7 @@ from harness import analysis
 from harness.errors import ConfigError
 from harness.identity import flat_config, identity_config, identity_hash
 from harness.markdown import markdown_table
-from harness.results import RUNS_TABLE, load_runs
-from harness.sweep import planned_by_last_invocation
+from harness.results import RUNS_TABLE, load_runs, planned_by_last_invocation
 
 RESOLVER = "tuned"
 SELECTION_FILE = "selection.md"

@@ -32,6 +32,7 @@ from harness.identity import config_hash, executes, override_key
 from harness.results import (
     RUN_FILE,
     RUNS_TABLE,
+    SWEEP_FILE,
     RunRecord,
     atomic_write_bytes,
     collect,
@@ -41,7 +42,6 @@ from harness.results import (
 
 log = logging.getLogger(__name__)
 
-SWEEP_FILE = "sweep.json"
 # The index of the sweep folder's finished runs: {config hash: run folder}, made when a sweep
 # starts; every job's resume check reads it (once per process) instead of every run.json.
 INDEX_FILE = "finished.json"
@@ -126,14 +126,6 @@ def planned_runs(config: DictConfig) -> int:
             raise ConfigError(f"hydra.sweeper.n_trials must be an integer >= 1, got {n_trials!r}")
         return n_trials
     return len(sweep_jobs(config))
-
-
-def planned_by_last_invocation(sweep_dir: Path) -> int | None:
-    """The runs the last invocation of the sweep in `sweep_dir` planned (its SWEEP_FILE);
-    None where it has no record (a folder of tables alone)."""
-    marker = sweep_dir / SWEEP_FILE
-    invocations = json.loads(marker.read_text()).get("invocations") if marker.exists() else None
-    return invocations[-1]["jobs"] if invocations else None
 
 
 def sweep_identity(config: DictConfig) -> dict[str, Any]:
