@@ -369,8 +369,8 @@ def _timed_steps(
     """Seconds per step of `members` (None if a step fails: training will tell), with
     `threads` CPU threads: the config's, else one, as stacks train in a sweep's workers. Two
     threads on a shared 2-core machine made a small step's time depend on the load (Adam on
-    net1: 65 ms a step while another process ran, 0.7 ms without), and a study compares the
-    times of all its optimizers."""
+    net1: 65 ms a step while another process ran, 0.54 ms with one thread), and a study
+    compares the times of all its optimizers."""
     default_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
