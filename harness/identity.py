@@ -115,8 +115,8 @@ def run_identity(record: dict[str, Any]) -> dict[str, Any]:
     optimizer, hidden = config["optimizer"], config["model"].get("hidden", [])
     return {
         **{column: choices.get(column) for column in CHOICE_COLUMNS},
-        "lr": float(optimizer["lr"]),
-        "momentum": float(optimizer["momentum"]) if "momentum" in optimizer else float("nan"),
+        "lr": _number(optimizer.get("lr")),  # None: the optimizer sets its own (A2Grad, ALIG)
+        "momentum": _number(optimizer.get("momentum")),
         "batch_size": int(config["train"]["batch_size"]),
         "hidden": "-".join(map(str, hidden)) or "none",
         "seed": int(config["seed"]),
@@ -150,3 +150,8 @@ def folder_excluded_keys(*, _root_) -> list[str]:
     overrides = _root_.hydra.overrides.task
     keys = [override_key(str(o)) for o in overrides]
     return [PRESET_GROUP, *(k for k in keys if not computes(k))]
+
+
+def _number(value: Any) -> float:
+    """A hyper-parameter as a table's float; NaN where the config has none."""
+    return float("nan") if value is None else float(value)

@@ -3,6 +3,7 @@ tables, summaries and labels; runs are seeds of one config only when they differ
 alone."""
 
 import json
+import math
 import re
 
 import pandas as pd
@@ -209,3 +210,21 @@ def test_the_metric_direction_is_read_from_the_runs_table(tmp_path):
 
     assert _recorded_direction(frame["config"][0]) is False
     assert _recorded_direction(json.dumps({"model.hidden": "[100]"})) is True
+
+
+def test_a_run_whose_optimizer_sets_its_own_rate_has_nan_in_the_lr_column():
+    """A2Grad and ALIG take `lr: null` (they work out their step size): consolidating a sweep
+    of them failed on float(None)."""
+    from harness.identity import run_identity
+
+    record = {
+        "config": {
+            "optimizer": {"_target_": "x.ALIG", "lr": None},
+            "model": {"hidden": [100]},
+            "train": {"batch_size": 128},
+            "seed": 0,
+        },
+        "choices": {"optimizer": "alig", "model": "net2"},
+    }
+    row = run_identity(record)
+    assert math.isnan(row["lr"]) and math.isnan(row["momentum"]) and row["hidden"] == "100"
