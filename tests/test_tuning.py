@@ -266,38 +266,34 @@ def test_an_evaluation_of_an_unfinished_tuning_study_is_one_line(tuning_study, t
     for name in (SWEEP_FILE, "curves.parquet"):
         (unfinished / name).write_bytes((folder / name).read_bytes())
     pd.read_parquet(folder / RUNS_TABLE).iloc[:4].to_parquet(unfinished / RUNS_TABLE)
-    evaluation = tmp_path / "eval"
-    result = train_in_process(
+    assert_evaluation_refused(
+        train_in_process, tmp_path, unfinished, "is unfinished: 4 of the 6 runs"
+    )
+
+
+def test_an_evaluation_without_its_tuning_study_is_one_line(tmp_path):
+    message = "is not a folder: run the tuning study first"
+    assert_evaluation_refused(run_cli, tmp_path, tmp_path / "nothing", message)
+
+
+def assert_evaluation_refused(run, cwd, source, message: str) -> None:
+    """The evaluation phase of the tuning study in `source`, run by `run` (a process or in
+    this one), ends in one line that says `message`, and writes nothing."""
+    evaluation = cwd / "eval"
+    result = run(
         "-m",
         "experiment=course",
         "model=net1",
         "optimizer=sgd,adam",
-        f"tune.source={unfinished}",
+        f"tune.source={source}",
         *TINY,
         f"hydra.sweep.dir={evaluation}",
-        cwd=tmp_path,
+        cwd=cwd,
     )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "is unfinished: 4 of the 6 runs it plans" in lines[0]
+    assert len(lines) == 1 and message in lines[0]
     assert not evaluation.exists()
-
-
-def test_an_evaluation_without_its_tuning_study_is_one_line(tmp_path):
-    result = run_cli(
-        "-m",
-        "experiment=course",
-        "model=net1",
-        "optimizer=adam",
-        f"tune.source={tmp_path / 'nothing'}",
-        *TINY,
-        f"hydra.sweep.dir={tmp_path / 'eval'}",
-        cwd=tmp_path,
-    )
-    assert result.returncode == 2
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "is not a folder: run the tuning study first" in lines[0]
-    assert not (tmp_path / "eval").exists()
 
 
 def test_optuna_tpe_tunes_in_stacked_batches_and_resumes(tmp_path):
