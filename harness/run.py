@@ -239,6 +239,7 @@ _FIRST_STEPS: dict[tuple, tuple[str | None, float | None]] = {}
 WARMUP_STEPS, TIMED_STEPS, MIN_TIMED_STEPS, CALIBRATION_S = 2, 20, 3, 1.0
 
 
+@functools.cache  # read once per process: every stored check writes it
 def machine() -> dict[str, Any]:
     """What a step's time depends on beside its config: the processor, its cores, the
     packages. Stored outcomes are reused only on a machine that matches."""
