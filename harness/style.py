@@ -296,11 +296,17 @@ def figure_legend(fig: Figure, handles, labels, ncols: int | None = None) -> Non
 
 
 def legend_of_settings(fig: Figure, styles: dict[str, dict], extra=()) -> None:
+    """The figure's legend: each setting drawn in colour, one entry for the grey others of a
+    zoo (`is_context`), then the `extra` (handle, label) entries."""
+    shown = {name: s for name, s in styles.items() if not is_context(s)}
     handles = [
         Line2D([], [], color=s["color"], ls=s["ls"], marker=s["marker"], ms=4, lw=1.4)
-        for s in styles.values()
+        for s in shown.values()
     ]
-    labels = list(styles)
+    labels = list(shown)
+    if len(shown) < len(styles):
+        handles.append(context_handle())
+        labels.append(context_text(len(styles) - len(shown)))
     for handle, label in extra:
         handles.append(handle)
         labels.append(label)
@@ -363,7 +369,9 @@ def setting_order(frame: pd.DataFrame, column: str = "setting") -> list[str]:
     return [setting for _, setting in ordered]
 
 
-def setting_styles(frame: pd.DataFrame, column: str = "setting") -> dict[str, dict]:
+def setting_styles(
+    frame: pd.DataFrame, column: str = "setting", shown: Sequence[str] | None = None
+) -> dict[str, dict]:
     """Per setting: its optimizer's colour (`optimizer_color`: the same in every figure), a line
     style, a marker for points (`marker`) and one along lines (`line_marker`, None for most):
     the n-th setting of an optimizer gets the n-th line style, and a setting whose colour is
@@ -371,18 +379,33 @@ def setting_styles(frame: pd.DataFrame, column: str = "setting") -> dict[str, di
     (optimizers of the zoo share the extra colours) moves on to the next combination, so that
     any two lines of a figure differ in colour or in style. When every setting has one optimizer
     (what differs is something else: the embedding tables' optimizer, the momentum), each
-    setting gets a colour of its own."""
+    setting gets a colour of its own. `shown`: the settings drawn in colour (`focused`, for a
+    zoo), in the order they get the zoo's colours (`zoo_colours`); the others get the grey
+    CONTEXT style (default: every setting is shown)."""
     optimizer_of = dict(zip(frame[column], frame["optimizer"], strict=False))
+    order = setting_order(frame, column)
+    if shown is not None and set(order) - set(shown):
+        colours = zoo_colours([optimizer_of[s] for s in shown if s in optimizer_of])
+        coloured = _styles([s for s in order if s in set(shown)], optimizer_of, colours.get)
+        return {s: coloured.get(s) or dict(CONTEXT) for s in order}
+    return _styles(order, optimizer_of)
+
+
+def _styles(
+    order: list[str], optimizer_of: dict[str, str], colour_of: Callable = lambda _: None
+) -> dict[str, dict]:
+    """`setting_styles` of the settings in `order`: `colour_of` an optimizer, where it gives
+    one, else `optimizer_color`."""
     one_optimizer = len(set(optimizer_of.values())) == 1 and len(optimizer_of) > 1
     styles: dict[str, dict] = {}
     count: dict[str, int] = {}
     combinations = [(ls, lm) for lm in LINE_MARKERS for ls in range(len(LINE_STYLES))]
-    for i, setting in enumerate(setting_order(frame, column)):
+    for i, setting in enumerate(order):
         optimizer = optimizer_of[setting]
         n = count.get(optimizer, 0)
         count[optimizer] = n + 1
         colour = SETTING_COLORS[i % len(SETTING_COLORS)] if one_optimizer else None
-        colour = colour or optimizer_color(optimizer)
+        colour = colour or colour_of(optimizer) or optimizer_color(optimizer)
         taken = {
             (s["ls_index"], s["line_marker"])
             for s in styles.values()
@@ -405,11 +428,14 @@ def point_style(style: dict) -> dict:
     return {"color": style["color"], "ls": style["ls"], "marker": style["marker"]}
 
 
-def line_style(style: dict) -> dict:
-    """The keyword arguments of ax.plot that draw a line in a setting's style."""
+def line_style(style: dict, lw: float = 1.4) -> dict:
+    """The keyword arguments of ax.plot that draw a line in a setting's style (`lw` wide; a
+    grey context line thin, behind the others)."""
+    if is_context(style):
+        return {"color": style["color"], "ls": "-", "lw": CONTEXT_LW, "zorder": 1}
     marker = style.get("line_marker")
     extra = {"marker": marker, "markevery": 0.12, "ms": 3.5} if marker else {}
-    return {"color": style["color"], "ls": style["ls"], **extra}
+    return {"color": style["color"], "ls": style["ls"], "lw": lw, **extra}
 
 
 def cielab(color) -> np.ndarray:
@@ -474,3 +500,80 @@ def color_distance(color_a, color_b) -> float:
     return float(
         np.sqrt((dlp / sl) ** 2 + (dcp / sc) ** 2 + (dhp / sh) ** 2 + rt * (dcp / sc) * (dhp / sh))
     )
+
+
+# --- a zoo: more settings than colours, line styles and markers tell apart --------------------
+# Up to LEGIBLE_SETTINGS settings, a figure draws each in a style of its own. A zoo's figures
+# (100+) draw in colour the FOCUS_TOP best of each panel by the figure's own ranking (made on
+# validation data where the panel's metric has it) and the best of the course's optimizers
+# there, the reference a zoo is read against; the others are thin grey lines behind them.
+LEGIBLE_SETTINGS, FOCUS_TOP = 16, 8
+COURSE_OPTIMIZERS = OPTIMIZER_ORDER[:9]  # the course's nine: sgd ... nadam
+CONTEXT = {
+    "color": "0.78",
+    "ls": "-",
+    "ls_index": 0,
+    "marker": "o",
+    "line_marker": None,
+    "context": True,
+}
+CONTEXT_LW = 0.7
+
+
+def focused(ranked: Sequence[str], optimizer_of: dict[str, str], settings: int) -> list[str]:
+    """The settings a panel draws in colour, best first: all of `ranked` (the panel's settings,
+    best first) when the figure has at most LEGIBLE_SETTINGS `settings`; else the FOCUS_TOP
+    first, and the first of a course optimizer (`optimizer_of` each setting's) if not among
+    them."""
+    ranked = list(ranked)
+    if settings <= LEGIBLE_SETTINGS:
+        return ranked
+    shown = ranked[:FOCUS_TOP]
+    reference = next((s for s in ranked if optimizer_of[s] in COURSE_OPTIMIZERS), None)
+    return shown + ([reference] if reference is not None and reference not in shown else [])
+
+
+# Colours a zoo's focus draws its optimizers beyond the course's in: qualitative palettes, of
+# which each figure takes those furthest from the colours it has (`zoo_colours`); none lighter
+# than L* 80, which a thin line on white loses.
+ZOO_PALETTE = [
+    hex_colour
+    for name in ("tab10", "Dark2", "Set1", "tab20", "tab20b")
+    for hex_colour in map(matplotlib.colors.to_hex, matplotlib.colormaps[name].colors)
+    if cielab(hex_colour)[0] <= 80
+]
+
+
+def zoo_colours(optimizers: Sequence[str]) -> dict[str, str]:
+    """A colour per optimizer of a zoo's focus: the course's keep theirs (OPTIMIZER_COLORS),
+    each other in turn gets the colour of ZOO_PALETTE furthest (CIEDE2000) from every colour
+    taken before it and from the grey of the others; where colours come close, setting_styles
+    tells the settings apart by line style and marker."""
+    taken = [CONTEXT["color"], *(OPTIMIZER_COLORS[o] for o in optimizers if o in OPTIMIZER_COLORS)]
+    colours = {o: OPTIMIZER_COLORS[o] for o in optimizers if o in OPTIMIZER_COLORS}
+    for optimizer in dict.fromkeys(o for o in optimizers if o not in OPTIMIZER_COLORS):
+        best = max(ZOO_PALETTE, key=lambda c: min(color_distance(c, t) for t in taken))
+        colours[optimizer] = best
+        taken.append(best)
+    return colours
+
+
+def glyph(style: dict) -> str:
+    """A marker of its own for each of a setting's line styles and line markers: what tells
+    apart two settings of close colours in a figure whose line styles say something else (a
+    tuning curve's solid validation and dashed test line)."""
+    return style.get("line_marker") or MARKERS[style.get("ls_index", 0) % len(MARKERS)]
+
+
+def is_context(style: dict) -> bool:
+    """Whether a setting's style is the grey of the settings a zoo's figure does not focus on."""
+    return style.get("context", False)
+
+
+def context_handle() -> Line2D:
+    """The legend entry of the grey lines behind a zoo's focus."""
+    return Line2D([], [], color=CONTEXT["color"], lw=1.5)
+
+
+def context_text(others: int) -> str:
+    return f"{others} other settings (grey)"

@@ -6,6 +6,7 @@ differ in colour or in style."""
 
 import itertools
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -133,8 +134,10 @@ def test_no_text_covers_another_in_the_course_studys_figures():
 def test_no_text_covers_another_in_a_zoo_sized_sweeps_figures(smoke_sweep):
     """120 optimizers (3 of the smoke sweep x 40 made-up variants), each at its best rate."""
     figures = figures_of(smoke_sweep, TARGET, copies=40)
-    legend = figures["convergence_train_loss"].get_axes()[1].get_legend()
-    assert len(legend.get_texts()) == 120
+    legend = [t.get_text() for t in figures["convergence_train_loss"].axes[1].get_legend().texts]
+    # in colour: the best by the selection rule; the others counted in one grey entry
+    assert len(legend) <= style.FOCUS_TOP + 2
+    assert legend[-1] == style.context_text(120 - (len(legend) - 1))
     found = {name: overlaps(fig) for name, fig in figures.items()}
     assert {name: o for name, o in found.items() if o} == {}
 
@@ -171,3 +174,49 @@ def test_no_text_covers_another_in_the_esgd_studys_figures(tmp_path):
     found = {name: overlaps(fig) for name, fig in figures.make_figures(written).items()}
     assert set(found) == {"fitness", "optimizers"}
     assert {name: o for name, o in found.items() if o} == {}
+
+
+def test_a_zoos_figures_draw_in_colour_the_best_on_validation_and_the_courses_best(smoke_sweep):
+    """In a zoo, a setting is drawn in colour for its validation quality, never its test
+    quality: one made-up optimizer is made the best on validation and the worst on test, one the
+    reverse. The course's optimizers of the smoke sweep are made the worst on validation: the
+    best of them (momentum) is drawn in colour all the same, the reference; the others grey."""
+    course = load_runs(smoke_sweep)
+    runs, curves = zoo_sized(course, load_curves(smoke_sweep), 40)
+    runs = pd.concat([course, runs], ignore_index=True)
+    curves = pd.concat([load_curves(smoke_sweep), curves], ignore_index=True)
+    made_up = {"adam_7": (1.0, 0.0), "sgd_3": (0.0, 1.0)}
+    made_up |= {"sgd": (0.05, 1.0), "momentum": (0.06, 1.0), "adam": (0.04, 1.0)}
+    for optimizer, (val, test) in made_up.items():
+        mine = runs["optimizer"] == optimizer
+        runs.loc[mine, "final_val_accuracy"], runs.loc[mine, "final_test_accuracy"] = val, test
+    figures = make_figures(runs, curves, TARGET, tuned=[analysis.LR_KEY])
+    for name in ("convergence_train_loss", "convergence_test_accuracy", "lr_sensitivity"):
+        figure = figures[name]
+        legends = [ax.get_legend() for ax in figure.axes if ax.get_legend()] + figure.legends
+        shown = {
+            re.sub(r"^\d+\. |, lr .*$", "", text.get_text())
+            for legend in legends
+            for text in legend.get_texts()
+        }
+        assert {"adam_7", "momentum"} <= shown, name
+        assert not {"sgd_3", "sgd", "adam"} & shown, name
+        grey = [line for ax in figure.axes for line in ax.get_lines() if line.get_color() == "0.78"]
+        assert grey, name  # the others: thin grey lines behind
+
+
+def test_a_zoos_focus_is_its_best_and_the_courses_best_in_colours_apart():
+    ranked = [f"zoo_{i}" for i in range(30)] + ["adam", "sgd"]
+    optimizer_of = {s: s for s in ranked}
+    assert style.focused(ranked, optimizer_of, 12) == ranked  # a few: every one
+    shown = style.focused(ranked, optimizer_of, len(ranked))
+    assert shown == ranked[: style.FOCUS_TOP] + ["adam"]  # the course's best of the panel
+    frame = pd.DataFrame({"optimizer": ranked, "setting": ranked})
+    styles = style.setting_styles(frame, shown=shown)
+    assert [s for s in ranked if style.is_context(styles[s])] == ranked[style.FOCUS_TOP : -2] + [
+        "sgd"
+    ]
+    assert styles["adam"]["color"] == style.OPTIMIZER_COLORS["adam"]
+    colours = [styles[s]["color"] for s in shown]
+    closest = min(style.color_distance(a, b) for a, b in itertools.combinations(colours, 2))
+    assert closest >= style.MIN_COLOR_DISTANCE / 2  # apart, where the hashed colours repeat

@@ -1,14 +1,16 @@
 """What the report's figure modules share beyond the style: the exception of a figure a
-sweep cannot have (and `show`, which prints it in a notebook), and texts of a figure's title."""
+sweep cannot have (and `show`, which prints it in a notebook), texts of a figure's title, and
+which settings a zoo's figure draws in colour."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pandas as pd
 from matplotlib.figure import Figure
 
 from harness import analysis
+from harness.style import focused
 
 
 class Skipped(Exception):
@@ -43,3 +45,25 @@ def target_split(target_summary: pd.DataFrame) -> str:
     if "metric" in target_summary and len(target_summary):
         return str(target_summary["metric"].iloc[0]).split("_", 1)[0]
     return "test"
+
+
+def focus_by_selection(configs: pd.DataFrame, nets: Sequence[str]) -> dict[str, list[str]]:
+    """Per net, the settings a figure draws in colour (`style.focused`): all of them when the
+    figure has few; for a zoo, the best by the selection rule (validation quality,
+    `analysis.rank_configs`) and the course's best. `configs`: a summary's best configs, one
+    row per net and setting."""
+    settings = configs["setting"].nunique()
+    optimizer_of = dict(zip(configs["setting"], configs["optimizer"], strict=False))
+    return {
+        net: focused(
+            analysis.rank_configs(configs[configs["net"] == net])["setting"],
+            optimizer_of,
+            settings,
+        )
+        for net in nets
+    }
+
+
+def shown_anywhere(focus: dict[str, list[str]]) -> list[str]:
+    """The settings any panel of a figure draws in colour: they get its colours and legend."""
+    return list(dict.fromkeys(s for shown in focus.values() for s in shown))

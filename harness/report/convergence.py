@@ -21,13 +21,17 @@ from matplotlib.ticker import MaxNLocator
 from matplotlib.transforms import offset_copy
 
 from harness import analysis
-from harness.report.common import Skipped, fixed_text
+from harness.report.common import Skipped, fixed_text, focus_by_selection, shown_anywhere
 from harness.style import (
     BAND_ALPHA,
+    CONTEXT,
+    FOCUS_TOP,
     LEGEND_ROWS,
     LOSS_NAMES,
     METRIC_LABELS,
     X_LABELS,
+    context_handle,
+    context_text,
     is_percent,
     legend_column_width,
     line_style,
@@ -128,10 +132,13 @@ def _figure(runs, curves, configs, rows, x, what, title) -> Figure:
     """A row per (net, metric, bands) of `rows`: the whole run, the final stretch, the ranked
     legend; `title(net, metric)` names a row."""
     tuning = set(curves.loc[curves["metric"] == "momentum", "config_id"])  # they set their lr
-    settings = max(bands["setting"].nunique() for _, _, bands in rows)
-    styles = setting_styles(pd.concat([bands for _, _, bands in rows]))  # one per setting
-    columns = math.ceil(settings / LEGEND_ROWS)
-    height = max(ROW_HEIGHT, 0.19 * min(settings, LEGEND_ROWS))
+    focus = focus_by_selection(configs, [net for net, _, _ in rows])
+    every = pd.concat([bands for _, _, bands in rows])
+    styles = setting_styles(every, shown=shown_anywhere(focus))  # one per setting
+    zoo = every["setting"].nunique() > max(len(shown) for shown in focus.values())
+    entries = max(len(shown) for shown in focus.values()) + zoo  # + the grey others' entry
+    columns = math.ceil(entries / LEGEND_ROWS)
+    height = max(ROW_HEIGHT, 0.19 * min(entries, LEGEND_ROWS))
     longest = max(len(s) for _, _, bands in rows for s in bands["setting"].astype(str))
     legend = columns * legend_column_width(longest + len(", lr 0.000123: 12.34 %") + 4)
     fig = Figure(
@@ -139,7 +146,8 @@ def _figure(runs, curves, configs, rows, x, what, title) -> Figure:
     )
     axes = fig.subplots(len(rows), 2, squeeze=False, width_ratios=(FULL_WIDTH, ZOOM_WIDTH))
     for (full, zoom), (net, metric, bands) in zip(axes, rows, strict=True):
-        _draw_row(full, zoom, bands[bands["net"] == net], styles, tuning, metric, x, columns)
+        panel = bands[bands["net"] == net]
+        _draw_row(full, zoom, panel, styles, focus[net], tuning, metric, x, columns)
         full.set_title(title(net, metric), loc="left")
         zoom.set_title("final stretch (last quarter)", loc="left", fontsize=9)
         full.set_ylabel(plotted_label(metric))
@@ -151,14 +159,24 @@ def _figure(runs, curves, configs, rows, x, what, title) -> Figure:
         f"{seeds_text(n_seeds)}, band: min-max over seeds; settings ranked by their final mean "
         "(best first)."
     )
+    if zoo:
+        text += (
+            f" In colour: the {FOCUS_TOP} best of each net by the selection rule and the best of "
+            "the course's optimizers; grey: the others."
+        )
     width_chars = int(fig.get_figwidth() * 11)  # about 11 characters per inch at 12 pt
-    fig.suptitle("\n".join(textwrap.wrap(text, width_chars)))
+    lines = textwrap.wrap(text, width_chars)
+    fig.suptitle("\n".join(lines))
+    # the title's lines take their height from the figure's, not from its rows (~0.22 in each;
+    # the 1.0 in made above holds three)
+    fig.set_figheight(fig.get_figheight() + 0.22 * max(0, len(lines) - 3))
     return fig
 
 
-def _draw_row(full, zoom, panel, styles, tuning, metric, x, columns) -> None:
-    """One net: every setting's band and mean line on both panels, the zoom's limits, and the
-    legend beside the zoom, ranked by final mean."""
+def _draw_row(full, zoom, panel, styles, shown, tuning, metric, x, columns) -> None:
+    """One net: every setting's band and mean line on both panels (the grey others of a zoo: a
+    thin line alone), the zoom's limits (on the `shown` settings), and the legend beside the
+    zoom: the shown settings, numbered by their rank by final mean among all."""
     # the last quarter of the typical line (lines against time end at different x: a stack's
     # runs together, a run trained alone later or sooner)
     ends = panel.groupby("setting")[x].max()
@@ -170,14 +188,15 @@ def _draw_row(full, zoom, panel, styles, tuning, metric, x, columns) -> None:
     entries, stretch = [], []
     for setting in setting_order(panel):
         line = panel[panel["setting"] == setting].sort_values(x)
-        style = styles[setting]
+        style = styles[setting] if setting in shown else CONTEXT  # another net's focus: grey
         low, high, mean = (plotted(metric, line[c]) for c in ("min", "max", "mean"))
         low, high = np.minimum(low, high), np.maximum(low, high)  # error flips min and max
         for ax in (full, zoom):
-            ax.fill_between(line[x], low, high, color=style["color"], alpha=BAND_ALPHA, lw=0)
-            (handle,) = ax.plot(line[x], mean, lw=1.6, **line_style(style))
+            if setting in shown:
+                ax.fill_between(line[x], low, high, color=style["color"], alpha=BAND_ALPHA, lw=0)
+            (handle,) = ax.plot(line[x], mean, **line_style(style, lw=1.6))
         first = line.iloc[0]
-        if first["n_diverged"]:
+        if first["n_diverged"] and setting in shown:
             for ax in (full, zoom):
                 ax.plot(line[x].iloc[-1:], mean.iloc[-1:], "x", color=style["color"], ms=8)
         final = float(mean.iloc[-1])
@@ -188,9 +207,10 @@ def _draw_row(full, zoom, panel, styles, tuning, metric, x, columns) -> None:
             label += f" ({first['n_diverged']}/{first['n_seeds']} diverged)"
         # a curve that stopped early (a seed diverged) ranks after every curve that did not
         rank = (bool(first["n_diverged"]), final if math.isfinite(final) else math.inf)
-        entries.append((rank, handle, label))
-        inside = (line[x] >= start) & (line[x] <= end)
-        stretch += [*low[inside], *mean[inside]]
+        entries.append((rank, handle, label, setting in shown))
+        if setting in shown:
+            inside = (line[x] >= start) & (line[x] <= end)
+            stretch += [*low[inside], *mean[inside]]
     for ax in (full, zoom):
         log_y(ax)
         ax.xaxis.set_major_locator(MaxNLocator(5))
@@ -202,9 +222,12 @@ def _draw_row(full, zoom, panel, styles, tuning, metric, x, columns) -> None:
         low, high = finite.min(), np.quantile(finite, 0.9)
         zoom.set_ylim(low / 1.08, high * 1.15)
     entries.sort(key=lambda e: e[0])
+    legend = [(h, f"{i}. {text}") for i, (_, h, text, on) in enumerate(entries, start=1) if on]
+    if len(legend) < len(entries):
+        legend.append((context_handle(), context_text(len(entries) - len(legend))))
     zoom.legend(
-        [h for _, h, _ in entries],
-        [f"{i}. {text}" for i, (_, _, text) in enumerate(entries, start=1)],
+        [h for h, _ in legend],
+        [text for _, text in legend],
         loc="upper left",
         # clear of the last x tick label, which reaches past the panel's right edge
         bbox_to_anchor=(1.0, 1.0),

@@ -12,13 +12,20 @@ from matplotlib.ticker import NullLocator
 from harness import analysis
 from harness.report.common import Skipped
 from harness.style import (
+    CONTEXT,
+    FOCUS_TOP,
     PROFILE_LABELS,
+    context_handle,
+    context_text,
     figure_legend,
+    focused,
+    line_style,
     new_figure,
     optimizer_color,
     optimizer_order,
     styled,
     target_text,
+    zoo_colours,
 )
 
 
@@ -53,21 +60,33 @@ def performance_profile_figure(
         raise Skipped("no problem was solved by any optimizer (no finite cost)")
     fig, axes = new_figure(len(usable))
     names = optimizer_order({o for c in usable.values() for o in c.columns})
+    profiles = {key: analysis.performance_profile(matrix) for key, matrix in usable.items()}
+    focus = {  # a zoo's focus: each panel's best profiles
+        key: focused(_by_area(profile), {n: n for n in names}, len(names))
+        for key, profile in profiles.items()
+    }
+    shown = [n for n in names if any(n in f for f in focus.values())]
+    colour = (
+        zoo_colours(shown) if len(shown) < len(names) else {n: optimizer_color(n) for n in names}
+    )
     for ax, (key, matrix) in zip(axes[0], usable.items(), strict=True):
-        profile = analysis.performance_profile(matrix)
+        profile = profiles[key]
         finite = profile.index[np.isfinite(profile.index)]
         tau_max = max(2.0, float(finite.max()) * 1.25)
         taus = np.append(profile.index.to_numpy(), tau_max)
         drawn = [n for n in names if n in profile.columns]
         for name in drawn:
             shares = np.append(profile[name].to_numpy(), profile[name].iloc[-1]) * 100
+            if name not in focus[key]:  # a zoo's others: thin grey steps behind
+                ax.step(taus, shares, where="post", **line_style(CONTEXT))
+                continue
             # Equal profiles would hide each other: the first drawn is the widest.
             ax.step(
                 taus,
                 shares,
                 where="post",
-                color=optimizer_color(name),
-                lw=_profile_width(names.index(name), len(names)),
+                color=colour[name],
+                lw=_profile_width(shown.index(name), len(shown)),
                 label=name,
                 solid_capstyle="butt",
             )
@@ -84,17 +103,38 @@ def performance_profile_figure(
         ax.set_xlabel("tau: factor of the best optimizer's cost (log scale)")
     axes[0, 0].set_ylabel("problems within tau of the best (%)")
     handles = [
-        Line2D([], [], color=optimizer_color(n), lw=_profile_width(i, len(names)))
-        for i, n in enumerate(names)
+        Line2D([], [], color=colour[n], lw=_profile_width(i, len(shown)))
+        for i, n in enumerate(shown)
     ]
-    figure_legend(fig, handles, names)
+    labels = list(shown)
+    if len(shown) < len(names):
+        handles.append(context_handle())
+        labels.append(context_text(len(names) - len(shown)))
+    figure_legend(fig, handles, labels)
     fig.suptitle(
         "Performance profiles: problems = net and any other key that varies, each optimizer at "
         "its best "
         "learning rate per problem\na config counts as failed when a seed diverged or missed "
-        "the target" + _left_out_text(costs, usable, target, quality, split)
+        "the target"
+        + _left_out_text(costs, usable, target, quality, split)
+        + (
+            f"\nin colour: the {FOCUS_TOP} largest areas under each panel's profile and the "
+            "course's best; grey: the others"
+            if len(shown) < len(names)
+            else ""
+        )
     )
     return fig
+
+
+def _by_area(profile: pd.DataFrame) -> list[str]:
+    """The optimizers of a profile, the largest area under it (over log tau: often within a
+    small factor of the best) first."""
+    taus = profile.index.to_numpy()
+    finite = np.isfinite(taus)
+    widths = np.diff(np.log(taus[finite]), append=np.log(taus[finite].max() * 1.25))
+    area = (profile[finite].mul(widths, axis=0)).sum()
+    return list(area.sort_values(ascending=False, kind="stable").index)
 
 
 def _left_out_text(costs: dict, usable: dict, target: float, quality: str, split: str) -> str:

@@ -13,12 +13,16 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import NullFormatter, NullLocator
 
 from harness import analysis
-from harness.report.common import Skipped, fixed_text
+from harness.report.common import Skipped, fixed_text, focus_by_selection, shown_anywhere
 from harness.style import (
+    CONTEXT,
+    FOCUS_TOP,
     METRIC_LABELS,
     TARGET_LABELS,
+    is_context,
     is_percent,
     legend_of_settings,
+    line_style,
     log_label,
     log_x_lr,
     log_y,
@@ -67,7 +71,8 @@ def lr_sensitivity_figure(
             "there is no learning-rate axis to draw"
         )
     nets = net_order(per_lr)
-    styles = setting_styles(per_lr)
+    focus = focus_by_selection(best, nets)
+    styles = setting_styles(per_lr, shown=shown_anywhere(focus))
     fig, axes = new_figure(len(nets), len(metrics), sharex="col")
     for col, net in enumerate(nets):
         panel = per_lr[per_lr["net"] == net]
@@ -75,10 +80,13 @@ def lr_sensitivity_figure(
             ax = axes[row, col]
             k = scale(metric)
             for setting in setting_order(panel):
-                style = styles[setting]
                 points = panel[panel["setting"] == setting].sort_values("lr")
                 ok = points[points["n_diverged"] == 0]
                 mean = ok[f"{metric}_mean"] * k
+                if setting not in focus[net]:  # a zoo's others: a thin grey line
+                    ax.plot(ok["lr"], mean, **line_style(CONTEXT))
+                    continue
+                style = styles[setting]
                 err = [mean - ok[f"{metric}_min"] * k, ok[f"{metric}_max"] * k - mean]
                 ax.errorbar(ok["lr"], mean, yerr=err, ms=4, lw=1.4, capsize=3, **point_style(style))
                 bad = points[points["n_diverged"] > 0]
@@ -118,9 +126,16 @@ def lr_sensitivity_figure(
         (Line2D([], [], ls="", marker="x", ms=7, mew=2, color="black"), "diverged seed(s)"),
     ]
     legend_of_settings(fig, styles, extra)
+    zoo = any(is_context(style) for style in styles.values())
     fig.suptitle(
         f"Learning-rate sensitivity ({fixed_text(runs[runs['batch_size'] == batch_size])}): "
         f"mean over {seeds_text(per_lr['n_seeds'])}, error bars: min-max over seeds"
+        + (
+            f"\nin colour: the {FOCUS_TOP} best of each net by the selection rule and the best "
+            "of the course's optimizers; grey: the others"
+            if zoo
+            else ""
+        )
     )
     return fig
 

@@ -13,6 +13,9 @@ from harness import analysis
 from harness.report.common import Skipped, target_split
 from harness.report.sensitivity import axis_figure
 from harness.style import (
+    COURSE_OPTIMIZERS,
+    FOCUS_TOP,
+    LEGIBLE_SETTINGS,
     TARGET_LABELS,
     lr_text,
     net_order,
@@ -23,6 +26,7 @@ from harness.style import (
     setting_order,
     styled,
     target_text,
+    zoo_colours,
 )
 
 
@@ -35,22 +39,31 @@ def time_to_target_figure(
     """Horizontal bars: per net (panel column) and setting, the iterations and training
     seconds until the quality (on the split `target_summary` was measured on: validation when
     the runs have it) first reaches `target` at the fastest learning rate (mean over seeds,
-    min-max error bars); 'not reached' where no learning rate got there with every seed."""
+    min-max error bars); 'not reached' where no learning rate got there with every seed. A
+    zoo's panel shows its fastest settings and the course's fastest (`_bars`)."""
     quality, split = analysis.quality(target_summary), target_split(target_summary)
     if target_summary.empty or target_summary["n_reached"].sum() == 0:
         raise Skipped(f"no run reached {target_text(target, quality, split)}")
     nets = net_order(target_summary)
+    settings = target_summary["setting"].nunique()
+    zoo = settings > LEGIBLE_SETTINGS
+    bars = {
+        (measure, net): _bars(fastest[fastest["net"] == net], measure, zoo)
+        for measure in measures
+        for fastest in [analysis.fastest_configs(target_summary, measure)]
+        for net in nets
+    }
+    shown = list(dict.fromkeys(o for panel, _ in bars.values() for o in panel["optimizer"]))
+    colour = zoo_colours(shown) if zoo else {o: optimizer_color(o) for o in shown}
     fig, axes = new_figure(len(nets), len(measures))
     # a bar's label needs its line: panels grow with the settings they list
-    bars = int(target_summary.groupby("net")["setting"].nunique().max())
-    fig.set_figheight(max(fig.get_figheight(), len(measures) * (0.22 * bars + 1.0) + 0.9))
+    rows = max(len(panel) + (len(others) > 0) for panel, others in bars.values())
+    fig.set_figheight(max(fig.get_figheight(), len(measures) * (0.22 * rows + 1.0) + 0.9))
     for row, measure in enumerate(measures):
-        fastest = analysis.fastest_configs(target_summary, measure)
         for col, net in enumerate(nets):
             ax = axes[row, col]
-            panel = fastest[fastest["net"] == net]
-            names = setting_order(panel)
-            panel = panel.set_index("setting").loc[names]
+            panel, others = bars[(measure, net)]
+            names = list(panel.index)
             done = np.isfinite(panel[f"{measure}_cost"].to_numpy())
             mean = panel[f"{measure}_mean"].where(done, 0.0)
             lo = (mean - panel[f"{measure}_min"]).where(done, 0.0)
@@ -60,7 +73,7 @@ def time_to_target_figure(
                 ys,
                 mean,
                 xerr=[lo, hi],
-                color=[optimizer_color(o) for o in panel["optimizer"]],
+                color=[colour[o] for o in panel["optimizer"]],
                 capsize=3,
                 height=0.65,
                 error_kw={"lw": 1},
@@ -69,8 +82,15 @@ def time_to_target_figure(
                 lr = lr_text(panel.loc[name, "lr"])
                 text = f" lr {lr}" if ok else " not reached"
                 ax.text(0, y, text, va="center", ha="left", fontsize=8, color="black")
-            ax.set_yticks(ys, names)
-            ax.invert_yaxis()
+            labels = names
+            if len(others):  # a zoo's others: how many reached the target, in one line
+                reached = int(np.isfinite(others).sum())
+                labels = [*names, f"{len(others)} others"]
+                ys = np.append(ys, len(names))
+                summary = f" {reached} reached it, {len(others) - reached} not"
+                ax.text(0, len(names), summary, va="center", fontsize=8, color="0.35")
+            ax.set_yticks(ys, labels)
+            ax.set_ylim(len(labels) - 0.4, -0.6)  # the first on top
             ax.grid(axis="y", visible=False)
             ax.set_xlabel(
                 TARGET_LABELS.get(measure, measure) + (" (s)" if "seconds" in measure else "")
@@ -85,6 +105,11 @@ def time_to_target_figure(
         "fastest learning rate\n"
         f"mean over {seeds_text(target_summary['n_seeds'])}, error bars: min-max over seeds "
         "(resolution: the evaluation interval)"
+        + (
+            f"\nthe {FOCUS_TOP} fastest of each panel and the course's fastest, fastest first"
+            if zoo
+            else ""
+        )
     )
     return fig
 
@@ -110,3 +135,16 @@ def time_to_target_by_batch_figure(
         f"Time to {reached} against the batch size, each setting at its fastest learning rate "
         "per batch size",
     )
+
+
+def _bars(fastest: pd.DataFrame, measure: str, zoo: bool) -> tuple[pd.DataFrame, pd.Series]:
+    """A panel's bars, by setting (in optimizer order), and for a zoo the costs of the settings
+    left out: a zoo's panel shows its FOCUS_TOP fastest that reached the target, fastest first,
+    and the course's fastest (reached or not: the reference)."""
+    panel = fastest.set_index("setting").loc[setting_order(fastest)]
+    if not zoo:
+        return panel, pd.Series(dtype=float)
+    cost = panel[f"{measure}_cost"].sort_values(kind="stable")
+    course = [s for s in cost.index if panel.loc[s, "optimizer"] in COURSE_OPTIMIZERS][:1]
+    names = list(dict.fromkeys([*cost[np.isfinite(cost)].index[:FOCUS_TOP], *course]))
+    return panel.loc[names], cost.drop(names)

@@ -10,13 +10,21 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from harness.report.common import Skipped
+from harness.report.common import Skipped, shown_anywhere
 from harness.style import (
+    CONTEXT,
+    FOCUS_TOP,
     PANEL_HEIGHT,
     PANEL_WIDTH,
     SPLIT_NAMES,
+    context_handle,
+    context_text,
     figure_legend,
+    focused,
+    glyph,
+    is_context,
     is_percent,
+    line_style,
     log_label,
     log_x,
     log_y,
@@ -41,21 +49,34 @@ def tuning_curve_figure(curves: pd.DataFrame) -> Figure:
     chooser = SPLIT_NAMES[val_metric.split("_")[1]]  # validation (test for runs without one)
     percent = is_percent(val_metric.removeprefix("final_"))
     nets = net_order(curves)
-    styles = setting_styles(curves)
+    after_all = curves.sort_values("k").groupby(["net", "setting"])["expected_val"].last()
+    error = (1 - after_all) * 100 if percent else after_all  # lower is better either way
+    optimizer_of = dict(zip(curves["setting"], curves["optimizer"], strict=False))
+    focus = {  # a zoo's focus: the best after the whole budget, on validation data
+        net: focused(
+            error.loc[net].sort_values(kind="stable").index, optimizer_of, len(optimizer_of)
+        )
+        for net in nets
+    }
+    styles = setting_styles(curves, shown=shown_anywhere(focus))
     n = int(curves["n_trials"].max())
     fig, axes = new_figure(len(nets), sharey=True)
     for ax, net in zip(axes[0], nets, strict=True):
         panel = curves[curves["net"] == net]
         for setting in setting_order(panel):
             line = panel[panel["setting"] == setting].sort_values("k")
-            style = styles[setting]
             untuned = len(line) == 1  # nothing to tune (YellowFin): its one trial at any k
             ks = [1, n] if untuned else line["k"]
             for column, ls in (("expected_val", "-"), ("expected_test", "--")):
                 values = line[column].to_numpy()
                 y = (1 - values) * 100 if percent else values
                 y = np.repeat(y, 2) if untuned else y
-                marker = None if untuned else style["marker"]
+                if setting not in focus[net]:  # a zoo's others: their validation line, grey
+                    if column == "expected_val":
+                        ax.plot(ks, y, **line_style(CONTEXT))
+                    continue
+                style = styles[setting]
+                marker = None if untuned else glyph(style)
                 ax.plot(ks, y, color=style["color"], ls=ls, marker=marker, ms=3.5, lw=1.4)
         ax.set_title(net_title(curves, net))
         ax.set_xlabel("trials k (of the tuning budget)")
@@ -63,8 +84,12 @@ def tuning_curve_figure(curves: pd.DataFrame) -> Figure:
         log_y(ax)
     what = "error (100 − accuracy, %)" if percent else val_metric.removeprefix("final_val_")
     axes[0, 0].set_ylabel(log_label(f"final {what}"))
-    handles = [Line2D([], [], color=styles[s]["color"], marker=styles[s]["marker"]) for s in styles]
-    labels = list(styles)
+    shown = [s for s, style in styles.items() if not is_context(style)]
+    handles = [Line2D([], [], color=styles[s]["color"], marker=glyph(styles[s])) for s in shown]
+    labels = list(shown)
+    if len(shown) < len(styles):
+        handles.append(context_handle())
+        labels.append(context_text(len(styles) - len(shown)) + f", {chooser} only")
     handles += [Line2D([], [], color="black", ls="-"), Line2D([], [], color="black", ls="--")]
     labels += [f"{chooser} (chooses)", "test (reports)"]
     figure_legend(fig, handles, labels)
@@ -73,6 +98,12 @@ def tuning_curve_figure(curves: pd.DataFrame) -> Figure:
         f"{'accuracy' if percent else what},\nexpected over random orders of the trials; "
         f"solid: its {chooser} error, dashed: its test error\n"
         "(a setting with one trial has nothing to tune: a flat line)"
+        + (
+            f"\nin colour: the {FOCUS_TOP} best of each net after the whole budget and the best "
+            "of the course's optimizers; grey: the others"
+            if len(shown) < len(styles)
+            else ""
+        )
     )
     return fig
 
