@@ -32,6 +32,7 @@ import torch
 import torch.multiprocessing
 from omegaconf import DictConfig, OmegaConf
 
+from harness import planning
 from harness import run as run_module
 from harness.data import TensorData
 from harness.identity import identity_config, identity_hash
@@ -195,11 +196,11 @@ def _run_task(jobs: Sequence[Job], stacked: bool, threads: int | None) -> list[d
     return [run_module.execute_job(job)]
 
 
-def _worker_init(level: int, datasets: dict[str, TensorData], first_steps: dict) -> None:
+def _worker_init(level: int, datasets: dict[str, TensorData], measured: dict) -> None:
     torch.set_num_threads(1)
     logging.basicConfig(level=level, format="[%(processName)s] %(message)s")
     run_module.adopt_data(datasets)
-    run_module.adopt_first_steps(first_steps)  # checked and timed here once, not per worker
+    planning.adopt(measured)  # checked, timed and probed here once, not per worker
 
 
 def execute_jobs(
@@ -208,9 +209,11 @@ def execute_jobs(
     use_workers: bool | None = None,
     max_stack: int | None = None,
     max_stack_s: float | None = None,
+    planned: Callable[[], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Train a sweep's jobs with the engine each asks for and return their run.json records in
-    job order. The jobs are expected to pass `run.check`.
+    job order. The jobs are expected to pass `run.check`. `planned` is called once the stacks
+    are planned, before anything trains (the launcher keeps the probes it took for a resume).
 
     `workers`: worker processes (default: one per core; on a GPU, none); `use_workers`: start
     them (True), don't (False), or decide from the estimated work (None); `max_stack`,
@@ -228,6 +231,8 @@ def execute_jobs(
         use_workers = work >= WORKER_THRESHOLD
     use_workers = use_workers and workers > 1
     tasks = plan(jobs, workers if use_workers else 1, max_stack, max_stack_s)
+    if planned is not None:
+        planned()
     records: list[dict[str, Any] | None] = [None] * len(jobs)
     log.info("training %d runs as %d tasks", len(jobs), len(tasks))
     progress = Progress(len(jobs))
@@ -276,7 +281,7 @@ def _train_in_workers(
         initargs=(
             logging.getLogger("harness").getEffectiveLevel(),
             datasets,
-            run_module.first_steps(),
+            planning.measured(),
         ),
     ) as pool:
         futures = {

@@ -28,6 +28,9 @@ RUNS_TABLE = "runs.parquet"
 CURVES_TABLE = "curves.parquet"
 # A sweep folder's record of its invocations (harness.sweep writes it): what each planned.
 SWEEP_FILE = "sweep.json"
+# What a sweep's planning measured (its checks, step times and stacking probes), kept for its
+# resumes (harness.planning writes it).
+PLANNING_FILE = "planning.json"
 METRIC_COLUMNS = ["iteration", "epoch", "time_s", "metric", "value"]
 
 

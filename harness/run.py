@@ -29,7 +29,7 @@ from harness.errors import ConfigError, HarnessError
 from harness.identity import config_hash
 from harness.job import Job
 from harness.problems import Problem
-from harness.results import METRIC_COLUMNS, atomic_write_bytes, write_run
+from harness.results import METRIC_COLUMNS, write_run
 from harness.stacked_rules import OPTIMIZER_STEP, TORCH_FUSED
 from harness.stepping import failure_reason
 from harness.validate import DTYPES, validate_run
@@ -253,32 +253,9 @@ def machine() -> dict[str, Any]:
     return {"processor": processor, "cores": os.cpu_count(), "versions": package_versions()}
 
 
-def load_first_steps(path: Path) -> int:
-    """Adopt the outcomes of `first_step_check` that an earlier invocation of a sweep stored
-    in `path` (its FIRST_STEPS_FILE), if it ran on a machine like this one: a resumed sweep
-    neither checks nor times an optimizer again (~1-3 s each, minutes for a zoo), and the step
-    times a study compares are taken in one sitting. Returns how many were adopted."""
-    if not path.exists():
-        return 0
-    stored = json.loads(path.read_text())
-    if stored.get("machine") != machine():
-        log.info("%s was measured on another machine: its optimizers are timed again", path)
-        return 0
-    outcomes = {tuple(key): (failure, seconds) for key, failure, seconds in stored["outcomes"]}
-    adopt_first_steps(outcomes)
-    return len(outcomes)
-
-
-def save_first_steps(path: Path) -> None:
-    """Store this process's outcomes of `first_step_check` in `path` (see `load_first_steps`),
-    written whole, then moved into place."""
-    outcomes = [[list(key), failure, seconds] for key, (failure, seconds) in first_steps().items()]
-    stored = {"machine": machine(), "outcomes": outcomes}
-    atomic_write_bytes(path, json.dumps(stored, indent=1).encode())
-
-
 def first_steps() -> dict[tuple, tuple[str | None, float | None]]:
-    """This process's outcomes of `first_step_check`, to hand to another process."""
+    """This process's outcomes of `first_step_check`, to hand to another process (or
+    invocation: harness.planning keeps them in a sweep's folder)."""
     return dict(_FIRST_STEPS)
 
 

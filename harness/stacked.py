@@ -113,9 +113,28 @@ class _OptimizerNode:
         return isinstance(other, _OptimizerNode) and other.key == self.key
 
 
-@functools.lru_cache(maxsize=256)
+# Outcomes of the stacking and sharing probes (why not, or None) by what decides them: the
+# optimizer's values, the dtype, the run's length. A sweep probes each once, and keeps them in
+# its folder for its resumes and its worker processes (harness.planning).
+_PROBES: dict[tuple, str | None] = {}
+
+
+def probe_outcomes() -> dict[tuple, str | None]:
+    """This process's probe outcomes, to hand to another process (or invocation)."""
+    return dict(_PROBES)
+
+
+def adopt_probe_outcomes(outcomes: dict[tuple, str | None]) -> None:
+    """Use probe outcomes found by another process (or invocation)."""
+    _PROBES.update(outcomes)
+
+
 def _probe(optimizer: _OptimizerNode, dtype: str, iterations: int) -> str | None:
-    return stacking_refusal(optimizer_factory(optimizer.node, iterations), DTYPES[dtype])
+    key = ("stacks", optimizer.key, dtype, iterations)
+    if key not in _PROBES:
+        factory = optimizer_factory(optimizer.node, iterations)
+        _PROBES[key] = stacking_refusal(factory, DTYPES[dtype])
+    return _PROBES[key]
 
 
 @functools.lru_cache(maxsize=64)
@@ -338,9 +357,11 @@ def _sharing(run: run_module.PreparedRun, config_id: str) -> Sharing | None:
     return Sharing(config_id, build)
 
 
-@functools.lru_cache(maxsize=256)
 def _sharing_probe(optimizer: _OptimizerNode, iterations: int) -> str | None:
-    return sharing_refusal(optimizer_factory(optimizer.node, iterations))
+    key = ("shares", optimizer.key, iterations)
+    if key not in _PROBES:
+        _PROBES[key] = sharing_refusal(optimizer_factory(optimizer.node, iterations))
+    return _PROBES[key]
 
 
 def execute_group(jobs: Sequence[Job], threads: int | None = None) -> list[dict[str, Any]]:

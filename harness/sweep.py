@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.errors import ConfigError, HarnessError, exit_with_error
 from harness.identity import config_hash, executes, override_key
 from harness.results import (
+    PLANNING_FILE,
     RUN_FILE,
     RUNS_TABLE,
     SWEEP_FILE,
@@ -45,11 +46,8 @@ log = logging.getLogger(__name__)
 # The index of the sweep folder's finished runs: {config hash: run folder}, made when a sweep
 # starts; every job's resume check reads it (once per process) instead of every run.json.
 INDEX_FILE = "finished.json"
-# The outcomes of the optimizers' first-step checks and their step times (harness.run), found
-# while the stacked launcher checks a sweep's jobs: a resume reuses them.
-FIRST_STEPS_FILE = "first_steps.json"
 # What an invocation writes into the sweep folder before its jobs run (Hydra: multirun.yaml).
-BOOKKEEPING_FILES = (SWEEP_FILE, INDEX_FILE, FIRST_STEPS_FILE, "multirun.yaml")
+BOOKKEEPING_FILES = (SWEEP_FILE, INDEX_FILE, PLANNING_FILE, "multirun.yaml")
 
 TUNING_SWEEPER = "hydra_plugins.harness_sweeper.tuning_sweeper.TuningSweeper"
 

@@ -11,9 +11,8 @@ from harness import run as run_module
 from harness import stacked
 from harness.identity import config_hash
 from harness.job import Job
-from harness.results import load_curves, load_runs
+from harness.results import PLANNING_FILE, load_curves, load_runs
 from harness.run import MIN_TIMED_STEPS, TIMED_STEPS, WARMUP_STEPS, check, execute
-from harness.sweep import FIRST_STEPS_FILE
 
 CHOICES = {"model": "net2", "optimizer": "adam", "schedule": "constant", "data": "mnist"}
 
@@ -151,10 +150,12 @@ def test_a_steps_time_alone_is_measured_in_a_few_of_its_steps_when_they_are_slow
     assert failure is None and seconds >= optimizer.seconds
 
 
-def test_a_resumed_sweep_neither_checks_nor_times_its_optimizers_again(tmp_path, monkeypatch):
-    """A sweep keeps its first-step checks and step times in its folder: a resume (a new
-    process) adopts them and steps only to train, and its new runs record the time measured
-    the first time. Measured on another machine, they are measured again."""
+def test_a_resumed_sweep_neither_checks_times_nor_probes_its_optimizers_again(
+    tmp_path, monkeypatch
+):
+    """A sweep keeps its first-step checks, step times and stacking probes in its folder: a
+    resume (a new process) adopts them and steps only to train, and its new runs record the
+    time measured the first time. Measured on another machine, they are measured again."""
     monkeypatch.setattr(run_module, "CALIBRATION_S", math.inf)  # TIMED_STEPS, whatever the load
     iterations = 20
     sweep_dir = tmp_path / "sweep"
@@ -164,22 +165,23 @@ def test_a_resumed_sweep_neither_checks_nor_times_its_optimizers_again(tmp_path,
 
     def invocation(seeds: str) -> int:
         """The steps a new process takes to run the sweep with these seeds."""
-        monkeypatch.setattr(run_module, "_FIRST_STEPS", {})
-        stacked._probe.cache_clear()  # as in a new process: how it stacks is probed again
+        monkeypatch.setattr(run_module, "_FIRST_STEPS", {})  # as in a new process
+        monkeypatch.setattr(stacked, "_PROBES", {})
         CountingSGD.steps = 0
         result = train_in_process(*args, f"seed={seeds}", cwd=tmp_path)
         assert result.returncode == 0, result.stderr
         return CountingSGD.steps
 
-    first = invocation("0")  # checks, then trains (and probes how the optimizer stacks)
-    stored = json.loads((sweep_dir / FIRST_STEPS_FILE).read_text())
-    assert len(stored["outcomes"]) == 1  # one optimizer, one model: one check
-    # seed 1 trains as seed 0 did; its optimizer is not checked again
-    assert first - invocation("0,1") == 1 + WARMUP_STEPS + TIMED_STEPS
+    first = invocation("0")  # checks and times, probes how the optimizer stacks, then trains
+    stored = json.loads((sweep_dir / PLANNING_FILE).read_text())
+    assert len(stored["first_steps"]) == 1  # one optimizer, one model: one check
+    assert len(stored["probes"]) == 1  # one config of the optimizer: one stacking probe
+    assert first > iterations + 1 + WARMUP_STEPS + TIMED_STEPS  # the probe steps it too
+    assert invocation("0,1") == iterations  # seed 1 only trains
     records = [json.loads(p.read_text()) for p in sweep_dir.rglob("run.json")]
     seconds = {r["seed"]: r["step_time_alone_s"] for r in records}
-    assert seconds[0] == seconds[1] == stored["outcomes"][0][2]
+    assert seconds[0] == seconds[1] == stored["first_steps"][0][2]
 
     stored["machine"]["processor"] = "another processor"
-    (sweep_dir / FIRST_STEPS_FILE).write_text(json.dumps(stored))
+    (sweep_dir / PLANNING_FILE).write_text(json.dumps(stored))
     assert invocation("0,1,2") == first

@@ -10,8 +10,9 @@ writing Hydra's files and setting up its own logging before it trains. This laun
    choices);
 2. skips the jobs whose config already finished in the sweep folder (harness.sweep's index);
 3. checks every other job (`run.check`): a bad value in any job stops the sweep before any run
-   folder is created. Each optimizer's first step is checked and timed once per sweep: the
-   outcomes are kept in the sweep folder (`first_steps.json`) for its resumes;
+   folder is created. Each optimizer's first step is checked and timed once per sweep, and
+   how each optimizer config stacks is probed once: the outcomes are kept in the sweep folder
+   (`planning.json`, harness.planning) for its resumes;
 4. creates the run folders with Hydra's `.hydra/` files (config.yaml, hydra.yaml,
    overrides.yaml), sets up logging once (the log goes to the sweep folder) and trains the
    jobs (harness.launcher.execute_jobs);
@@ -146,9 +147,11 @@ class StackedLauncher(Launcher):
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
-        from harness import run as run_module  # torch is imported only when jobs train
+        from harness import planning  # torch is imported only when jobs train
+        from harness import run as run_module
         from harness.job import Job
-        from harness.sweep import FIRST_STEPS_FILE, resumed
+        from harness.results import PLANNING_FILE
+        from harness.sweep import resumed
 
         assert self.config is not None and self.hydra_context is not None
         setup_globals()
@@ -157,7 +160,7 @@ class StackedLauncher(Launcher):
         log.info(f"Stacked launcher: {len(job_overrides)} jobs")
         returns: list[JobReturn] = []
         jobs: list[tuple[_Job, JobReturn, Any]] = []  # (..., harness.job.Job)
-        checked = run_module.load_first_steps(sweep_dir / FIRST_STEPS_FILE)
+        kept = planning.load(sweep_dir / PLANNING_FILE)
         for num, overrides in enumerate(job_overrides, initial_job_idx):
             log.info(f"\t#{num} : {' '.join(filter_overrides(overrides))}")
             job = self._prepare(num, overrides, sweep_dir)
@@ -178,17 +181,18 @@ class StackedLauncher(Launcher):
             run_module.check(task)  # a bad value stops the sweep here: nothing is written
             jobs.append((job, result, task))
             # the checks are kept as they are found: a zoo's take minutes, and may be cut off
-            if len(run_module.first_steps()) > checked and sweep_dir.is_dir():
-                checked = len(run_module.first_steps())
-                run_module.save_first_steps(sweep_dir / FIRST_STEPS_FILE)
+            if planning.count() > kept and sweep_dir.is_dir():
+                kept = planning.count()
+                planning.save(sweep_dir / PLANNING_FILE)
         if jobs:
             self._train(jobs, sweep_dir)
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         return returns
 
     def _train(self, jobs: list[tuple[_Job, JobReturn, Any]], sweep_dir: Path) -> None:
+        from harness import planning
         from harness.launcher import execute_jobs
-        from harness.results import RunRecord
+        from harness.results import PLANNING_FILE, RunRecord
 
         assert self.config is not None and self.hydra_context is not None
         per_job = self._start_jobs(jobs, sweep_dir)
@@ -199,6 +203,7 @@ class StackedLauncher(Launcher):
                 workers=None if self.n_jobs < 1 else self.n_jobs,
                 max_stack=self.max_stack,
                 max_stack_s=self.max_stack_s,
+                planned=lambda: planning.save(sweep_dir / PLANNING_FILE),  # the stacking probes
             )
         for (job, result, _), record in zip(jobs, records, strict=True):
             result.return_value = RunRecord(record)
