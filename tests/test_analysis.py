@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 from smoke_sweep import BATCH_64_LR, LEARNING_RATES, TARGET
 
-from harness import analysis
+from harness import analysis, style
 from harness.identity import identity_hash
 from harness.results import load_curves, load_runs, with_config_columns
 
@@ -297,3 +297,50 @@ def test_keys_that_follow_from_others_are_neither_settings_nor_axes():
     full = pd.concat([frame.assign(**{"train.eval_every": e}) for e in (100, 200)])
     assert "train.eval_every" in analysis.label_keys(full, without=(analysis.LR_KEY,))
     assert analysis.swept_keys(full) == ["train.batch_size", "train.eval_every"]
+
+
+def test_each_setting_against_the_courses_best_chosen_on_validation():
+    """The course's best of a net is the selection rule's pick on validation (momentum), not
+    the best on test (adam); a gain's interval is Welch's; a verdict needs the interval to
+    leave zero out."""
+    spec = {  # optimizer: (validation, test accuracy) of seeds 0-2
+        "momentum": ([0.970, 0.971, 0.972], [0.950, 0.951, 0.952]),
+        "adam": ([0.960, 0.961, 0.962], [0.990, 0.991, 0.992]),
+        "lion": ([0.950, 0.951, 0.952], [0.970, 0.972, 0.971]),
+        "sgd": ([0.940, 0.941, 0.942], [0.946, 0.951, 0.956]),
+    }
+    rows, val = [], []
+    for optimizer, (vals, tests) in spec.items():
+        for seed, (v, t) in enumerate(zip(vals, tests, strict=True)):
+            rows.append(("net2", optimizer, 0.1, seed, "completed", t, 0.1))
+            val.append(v)
+    runs = fake_runs(rows).assign(final_val_accuracy=val)
+    table = analysis.against_reference(runs, style.COURSE_OPTIMIZERS).set_index("optimizer")
+    assert set(table["reference"]) == {table.loc["momentum", "setting"]}
+    assert table["verdict"].to_dict() == {
+        "adam": "better",
+        "lion": "better",
+        "momentum": "reference",
+        "sgd": "not told apart",
+    }
+    assert list(table.index) == ["adam", "lion", "momentum", "sgd"]  # by gain
+    a, b = np.array(spec["lion"][1]), np.array(spec["momentum"][1])
+    va, vb = a.var(ddof=1) / 3, b.var(ddof=1) / 3
+    df = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 2)  # Welch-Satterthwaite
+    half = stats.t.ppf(0.975, df) * np.sqrt(va + vb)
+    lion = table.loc["lion"]
+    assert lion["gain"] == pytest.approx(a.mean() - b.mean())
+    assert (lion["gain_low"], lion["gain_high"]) == pytest.approx(
+        (a.mean() - b.mean() - half, a.mean() - b.mean() + half)
+    )
+    # a metric where lower is better: the gain is the reference's value minus the setting's
+    rmse = runs.assign(
+        final_test_rmse=1 - runs["final_test_accuracy"],
+        final_val_rmse=1 - runs["final_val_accuracy"],
+        best_test_rmse=1 - runs["best_test_accuracy"],
+        higher_is_better=False,
+        quality="rmse",
+    ).drop(columns=["final_test_accuracy", "final_val_accuracy", "best_test_accuracy"])
+    flipped = analysis.against_reference(rmse, style.COURSE_OPTIMIZERS).set_index("optimizer")
+    assert flipped["gain"].to_dict() == pytest.approx(table["gain"].to_dict())
+    assert flipped["verdict"].to_dict() == table["verdict"].to_dict()

@@ -20,6 +20,7 @@ from smoke_sweep import TARGET
 from harness import analysis, style
 from harness.identity import identity_hash
 from harness.report import default_target, make_figures
+from harness.report.summary import against_the_course_markdown
 from harness.results import load_curves, load_runs, with_config_columns
 
 REPO = Path(__file__).resolve().parent.parent
@@ -203,6 +204,10 @@ def test_a_zoos_figures_draw_in_colour_the_best_on_validation_and_the_courses_be
         assert not {"sgd_3", "sgd", "adam"} & shown, name
         grey = [line for ax in figure.axes for line in ax.get_lines() if line.get_color() == "0.78"]
         assert grey, name  # the others: thin grey lines behind
+    # the summary ranks every setting against the course's best, chosen the same way
+    best = analysis.best_at_reference_batch(runs)[1]
+    markdown = "\n".join(against_the_course_markdown(runs, best))
+    assert markdown.count("gain over momentum") == best["net"].nunique()
 
 
 def test_a_zoos_focus_is_its_best_and_the_courses_best_in_colours_apart():

@@ -20,7 +20,8 @@ by `fixed_settings`.
 One module per concern: `metrics` (which metric reports, which split chooses), `labels` (a
 run's identity: config keys, nets and settings), `summaries` (statistics over seeds and the
 selection rule), `targets` (time to a target quality), `axes` (tables along a config key),
-`profiles` (performance profiles). This package re-exports their public names.
+`profiles` (performance profiles), `reference` (each setting against a reference's best).
+This package re-exports their public names.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ from harness.analysis.profiles import (
     profile_costs,
     profile_tables,
 )
+from harness.analysis.reference import against_reference, welch_interval
 from harness.analysis.summaries import (
     COURSE_BATCH_SIZE,
     best_at_reference_batch,
@@ -103,6 +105,7 @@ __all__ = [
     "SHORT_COLUMNS",
     "SUMMARY_METRICS",
     "TARGET_MEASURES",
+    "against_reference",
     "along",
     "axis_table",
     "batch_size_table",
@@ -142,5 +145,6 @@ __all__ = [
     "t_interval",
     "time_to_target",
     "varying_keys",
+    "welch_interval",
     "with_net",
 ]

@@ -61,6 +61,7 @@ from harness.report.tables import (
     configs_table,
     final_metrics_table,
     profile_summary_table,
+    reference_table,
     time_to_target_table,
 )
 from harness.report.time_to_target import time_to_target_by_batch_figure, time_to_target_figure
@@ -100,6 +101,7 @@ __all__ = [
     "target_from_env",
     "time_to_target_by_batch_figure",
     "time_to_target_figure",
+    "reference_table",
     "time_to_target_table",
     "tuned_hyperparameters_figure",
     "tuned_keys_of",

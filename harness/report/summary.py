@@ -21,10 +21,13 @@ from harness.report.tables import (
     configs_table,
     final_metrics_table,
     profile_summary_table,
+    reference_table,
     time_to_target_table,
 )
 from harness.results import config_keys
 from harness.style import (
+    COURSE_OPTIMIZERS,
+    LEGIBLE_SETTINGS,
     LOSS_NAMES,
     METRIC_LABELS,
     PROFILE_LABELS,
@@ -100,6 +103,32 @@ def quality_at_time_markdown(runs: pd.DataFrame, curves: pd.DataFrame) -> list[s
     ]
 
 
+def against_the_course_markdown(runs: pd.DataFrame, best: pd.DataFrame) -> list[str]:
+    """For a zoo (more settings than LEGIBLE_SETTINGS, whose final-metrics tables are too wide
+    to read): per net, every setting ranked against the course's best
+    (`analysis.against_reference`). Nothing for a sweep of few settings or none of the
+    course's optimizers."""
+    if best["setting"].nunique() <= LEGIBLE_SETTINGS:
+        return []
+    table = analysis.against_reference(runs, COURSE_OPTIMIZERS)
+    if table.empty:
+        return []
+    parts = [
+        "",
+        "## Against the course's best",
+        "",
+        "Every setting at its learning rate chosen on validation, against the net's best of "
+        "the course's optimizers (chosen the same way: the test set chooses nothing): its final "
+        f"test {analysis.quality(runs)}, and the gain over that reference with its 95 % "
+        "interval (Welch's t over seeds); better or worse where the interval leaves zero out. "
+        "Step alone: one optimizer step of the run's model, timed alone on the machine that "
+        "trained it.",
+    ]
+    for net in table["net"].unique():  # in the order of the best configs: by model
+        parts += ["", f"### {net}", "", markdown_table(reference_table(table, net), index=False)]
+    return parts
+
+
 def summary_markdown(
     sweep: Path,
     runs: pd.DataFrame,
@@ -161,6 +190,7 @@ def summary_markdown(
             "",
             markdown_table(final_metrics_table(best, metric)),
         ]
+    parts += against_the_course_markdown(runs, best)
     parts += [
         "",
         "## Every configuration",

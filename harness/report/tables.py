@@ -1,5 +1,6 @@
 """The summary's tables as text: final metrics (mean ± 95 % CI, best in bold), every config,
-time to target, performance profiles; `harness.analysis` computes them, these format them."""
+time to target, performance profiles, each setting against the course's best; `harness.analysis`
+computes them, these format them."""
 
 from __future__ import annotations
 
@@ -135,3 +136,34 @@ def profile_summary_table(matrix: pd.DataFrame, taus=(1.0, 1.25, 1.5, 2.0, 4.0))
     table.columns = [f"tau {tau:g}" for tau in taus]
     table.index.name = "optimizer"
     return table
+
+
+def reference_table(table: pd.DataFrame, net: str) -> pd.DataFrame:
+    """One net's rows of `analysis.against_reference`, ranked by their gain: the final test
+    quality (mean ± 95 % CI over seeds), the gain over the reference with its 95 % interval
+    (Welch), the verdict, and the step time alone."""
+    rows = table[table["net"] == net]
+    test = next(c.removesuffix("_mean") for c in rows if c.startswith("final_test_"))
+    k, digits = scale(test), _metric_digits(test)
+    unit = "points, " if is_percent(test) else ""
+    means, cis = rows[f"{test}_mean"], rows[f"{test}_ci"]
+    gains = zip(rows["gain"], rows["gain_low"], rows["gain_high"], strict=True)
+    return pd.DataFrame(
+        {
+            "rank": range(1, len(rows) + 1),
+            "setting": rows["setting"].to_numpy(),
+            "lr": [lr_text(lr) for lr in rows["lr"]],
+            METRIC_LABELS.get(test, test): [
+                _fmt(m, c, k, digits) for m, c in zip(means, cis, strict=True)
+            ],
+            f"gain over {rows['reference'].iloc[0]} ({unit}95 % CI)": [
+                f"{g * k:+.{digits}f}"
+                + (f" [{lo * k:+.{digits}f}, {hi * k:+.{digits}f}]" if np.isfinite(lo) else "")
+                for g, lo, hi in gains
+            ],
+            "verdict": rows["verdict"].to_numpy(),
+            "step alone (ms)": [
+                f"{t * 1000:.2f}" if np.isfinite(t) else "n/a" for t in rows["step_time_alone_s"]
+            ],
+        }
+    )
