@@ -26,6 +26,8 @@
 
 # %%
 # %matplotlib inline
+from IPython.display import display
+
 from harness import analysis, report
 
 sweep = report.sweep_from_env()
@@ -43,7 +45,7 @@ print(f"{sweep}: {len(runs)} runs, {runs['status'].eq('diverged').sum()} diverge
 
 # %%
 for net in report.nets_of(runs):
-    report.show(report.course_figure, runs, curves, net)
+    display(report.show(report.course_figure, runs, curves, net))
 
 # %% [markdown]
 # ## Training loss, every net

@@ -46,7 +46,7 @@ print(f"{sweep}: {len(runs)} runs, {len(summary)} configs; test {quality}, targe
 
 # %%
 for net in report.nets_of(runs):
-    report.show(report.course_figure, runs, curves, net)
+    display(report.show(report.course_figure, runs, curves, net))
 
 # %% [markdown]
 # ## Final metrics at the best learning rate

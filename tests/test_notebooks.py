@@ -23,16 +23,18 @@ EXPECTED = {
     "summary",
     "esgd",
     "tuning",
+    "zoo",
 }
 # Figures each notebook shows: the sweep notebooks on the smoke sweep, esgd on a tiny ESGD study.
 IMAGES = {
-    "convergence": 3,
+    "convergence": 5,
     "lr_sensitivity": 1,
     "batch_size": 2,
     "momentum": 0,
-    "summary": 2,
+    "summary": 4,
     "esgd": 2,
     "tuning": 2,
+    "zoo": 4,
 }
 # Figures the smoke sweep cannot have, and the reason each notebook prints for skipping them.
 SKIPPED = {
@@ -74,6 +76,7 @@ def test_notebook_runs_without_error_on_the_smoke_sweep(
     notebook = nbformat.read(script.with_suffix(".ipynb"), as_version=4)
     # The kernel inherits the environment: the notebooks read the sweep folder from it.
     monkeypatch.setenv("HARNESS_SWEEP", str(committed_like_sweep))
+    monkeypatch.setenv("HARNESS_TUNING_SWEEP", str(committed_like_sweep))  # its rates: trials
     monkeypatch.setenv("HARNESS_ESGD", str(tiny_esgd_study))
     monkeypatch.setenv("HARNESS_TARGET", str(TARGET))
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from harness.markdown import markdown_table
 from harness.report.common import Skipped, show
 from harness.report.convergence import convergence_figure, course_figure
+from harness.report.cost import quality_against_step_time_figure
 from harness.report.figures import (
     FIGURES,
     _tuning_curves,
@@ -94,6 +95,7 @@ __all__ = [
     "markdown_table",
     "performance_profile_figure",
     "profile_summary_table",
+    "quality_against_step_time_figure",
     "quality_at_time_markdown",
     "show",
     "summary_markdown",

@@ -49,11 +49,12 @@ def load_sweep(sweep: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return runs, load_curves(sweep, runs)
 
 
-def sweep_from_env(study: str | None = None) -> Path:
-    """The sweep folder of the notebooks: $HARNESS_SWEEP, else the committed results/<study>
+def sweep_from_env(study: str | None = None, variable: str = SWEEP_ENV) -> Path:
+    """The sweep folder of the notebooks: $HARNESS_SWEEP (or another `variable`: the zoo
+    notebook's tuning study is $HARNESS_TUNING_SWEEP), else the committed results/<study>
     (results/course by default)."""
     default = REPO / "results" / study if study else DEFAULT_SWEEP
-    return Path(os.environ.get(SWEEP_ENV) or default)
+    return Path(os.environ.get(variable) or default)
 
 
 def target_from_env(quality: str = "accuracy") -> float | None:
