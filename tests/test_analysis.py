@@ -344,3 +344,14 @@ def test_each_setting_against_the_courses_best_chosen_on_validation():
     flipped = analysis.against_reference(rmse, style.COURSE_OPTIMIZERS).set_index("optimizer")
     assert flipped["gain"].to_dict() == pytest.approx(table["gain"].to_dict())
     assert flipped["verdict"].to_dict() == table["verdict"].to_dict()
+
+
+def test_quality_at_time_is_taken_at_the_shortest_completed_run(tables):
+    """A run that diverged stops at once (0.03 s in the zoo): the same time for every config is
+    the shortest run that completed, not that one."""
+    runs, curves = tables
+    diverged = runs.index[0]
+    runs = runs.assign(status=runs["status"].where(runs.index != diverged, "diverged"))
+    runs.loc[diverged, "train_time_s"] = 1e-3
+    seconds, _ = analysis.quality_at_time(runs, curves)
+    assert seconds == runs.loc[runs["status"] == "completed", "train_time_s"].min() > 1e-3

@@ -111,10 +111,13 @@ def quality_at_time(
 ) -> tuple[float, pd.DataFrame]:
     """(seconds, table): per config, the test quality (and the validation quality, which ranks
     them, when the runs have it) at the last evaluation within `seconds` of training
-    (evaluations excluded; default: the shortest training time of any run, so that every config
-    has a value), mean over seeds, and the time per step: what each setting reaches in the same
-    time rather than in the same number of steps."""
-    seconds = float(runs["train_time_s"].min()) if seconds is None else seconds
+    (evaluations excluded; default: the shortest training time of any run that completed, so
+    that every config has a value: a run that diverged stops at once, and a zoo has some), mean
+    over seeds, and the time per step: what each setting reaches in the same time rather than in
+    the same number of steps."""
+    if seconds is None:
+        completed = runs[runs["status"] == "completed"]
+        seconds = float((completed if len(completed) else runs)["train_time_s"].min())
     columns = {}
     for split in dict.fromkeys((selection_split(curves), "test")):  # val (it ranks), then test
         metric = f"{split}_{quality(runs)}"
