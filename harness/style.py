@@ -304,10 +304,7 @@ def legend_of_settings(fig: Figure, styles: dict[str, dict], extra=()) -> None:
         for s in shown.values()
     ]
     labels = list(shown)
-    if len(shown) < len(styles):
-        handles.append(context_handle())
-        labels.append(context_text(len(styles) - len(shown)))
-    for handle, label in extra:
+    for handle, label in [*context_entries(len(styles) - len(shown)), *extra]:
         handles.append(handle)
         labels.append(label)
     figure_legend(fig, handles, labels, ncols=min(len(handles), 4))
@@ -570,10 +567,16 @@ def is_context(style: dict) -> bool:
     return style.get("context", False)
 
 
-def context_handle() -> Line2D:
-    """The legend entry of the grey lines behind a zoo's focus."""
-    return Line2D([], [], color=CONTEXT["color"], lw=1.5)
+def context_entries(others: int, note: str = "") -> list[tuple[Line2D, str]]:
+    """The legend entry of the `others` grey lines behind a zoo's focus (none if none)."""
+    handle = Line2D([], [], color=CONTEXT["color"], lw=1.5)
+    return [(handle, f"{others} other settings (grey){note}")] if others else []
 
 
-def context_text(others: int) -> str:
-    return f"{others} other settings (grey)"
+def focus_note(ranking: str) -> str:
+    """The line a zoo's figure adds to its title: which settings its colours show, the best of
+    each panel by `ranking`."""
+    return (
+        f"in colour: the {FOCUS_TOP} best of each {ranking} and the best of the course's "
+        "optimizers; grey: the others"
+    )

@@ -138,7 +138,8 @@ def test_no_text_covers_another_in_a_zoo_sized_sweeps_figures(smoke_sweep):
     legend = [t.get_text() for t in figures["convergence_train_loss"].axes[1].get_legend().texts]
     # in colour: the best by the selection rule; the others counted in one grey entry
     assert len(legend) <= style.FOCUS_TOP + 2
-    assert legend[-1] == style.context_text(120 - (len(legend) - 1))
+    [(_, others)] = style.context_entries(120 - (len(legend) - 1))
+    assert legend[-1] == others
     found = {name: overlaps(fig) for name, fig in figures.items()}
     assert {name: o for name, o in found.items() if o} == {}
 

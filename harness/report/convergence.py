@@ -25,13 +25,12 @@ from harness.report.common import Skipped, fixed_text, focus_by_selection, shown
 from harness.style import (
     BAND_ALPHA,
     CONTEXT,
-    FOCUS_TOP,
     LEGEND_ROWS,
     LOSS_NAMES,
     METRIC_LABELS,
     X_LABELS,
-    context_handle,
-    context_text,
+    context_entries,
+    focus_note,
     is_percent,
     legend_column_width,
     line_style,
@@ -160,10 +159,7 @@ def _figure(runs, curves, configs, rows, x, what, title) -> Figure:
         "(best first)."
     )
     if zoo:
-        text += (
-            f" In colour: the {FOCUS_TOP} best of each net by the selection rule and the best of "
-            "the course's optimizers; grey: the others."
-        )
+        text += f" {focus_note('net by the selection rule').capitalize()}."
     width_chars = int(fig.get_figwidth() * 11)  # about 11 characters per inch at 12 pt
     lines = textwrap.wrap(text, width_chars)
     fig.suptitle("\n".join(lines))
@@ -223,8 +219,7 @@ def _draw_row(full, zoom, panel, styles, shown, tuning, metric, x, columns) -> N
         zoom.set_ylim(low / 1.08, high * 1.15)
     entries.sort(key=lambda e: e[0])
     legend = [(h, f"{i}. {text}") for i, (_, h, text, on) in enumerate(entries, start=1) if on]
-    if len(legend) < len(entries):
-        legend.append((context_handle(), context_text(len(entries) - len(legend))))
+    legend += context_entries(len(entries) - len(legend))
     zoom.legend(
         [h for h, _ in legend],
         [text for _, text in legend],

@@ -13,11 +13,10 @@ from harness import analysis
 from harness.report.common import Skipped
 from harness.style import (
     CONTEXT,
-    FOCUS_TOP,
     PROFILE_LABELS,
-    context_handle,
-    context_text,
+    context_entries,
     figure_legend,
+    focus_note,
     focused,
     line_style,
     new_figure,
@@ -66,9 +65,8 @@ def performance_profile_figure(
         for key, profile in profiles.items()
     }
     shown = [n for n in names if any(n in f for f in focus.values())]
-    colour = (
-        zoo_colours(shown) if len(shown) < len(names) else {n: optimizer_color(n) for n in names}
-    )
+    zoo = len(shown) < len(names)
+    colour = zoo_colours(shown) if zoo else {n: optimizer_color(n) for n in names}
     for ax, (key, matrix) in zip(axes[0], usable.items(), strict=True):
         profile = profiles[key]
         finite = profile.index[np.isfinite(profile.index)]
@@ -107,9 +105,9 @@ def performance_profile_figure(
         for i, n in enumerate(shown)
     ]
     labels = list(shown)
-    if len(shown) < len(names):
-        handles.append(context_handle())
-        labels.append(context_text(len(names) - len(shown)))
+    for handle, label in context_entries(len(names) - len(shown)):
+        handles.append(handle)
+        labels.append(label)
     figure_legend(fig, handles, labels)
     fig.suptitle(
         "Performance profiles: problems = net and any other key that varies, each optimizer at "
@@ -117,12 +115,7 @@ def performance_profile_figure(
         "learning rate per problem\na config counts as failed when a seed diverged or missed "
         "the target"
         + _left_out_text(costs, usable, target, quality, split)
-        + (
-            f"\nin colour: the {FOCUS_TOP} largest areas under each panel's profile and the "
-            "course's best; grey: the others"
-            if len(shown) < len(names)
-            else ""
-        )
+        + ("\n" + focus_note("panel by the area under its profile") if zoo else "")
     )
     return fig
 

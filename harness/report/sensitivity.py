@@ -16,9 +16,9 @@ from harness import analysis
 from harness.report.common import Skipped, fixed_text, focus_by_selection, shown_anywhere
 from harness.style import (
     CONTEXT,
-    FOCUS_TOP,
     METRIC_LABELS,
     TARGET_LABELS,
+    focus_note,
     is_context,
     is_percent,
     legend_of_settings,
@@ -130,12 +130,7 @@ def lr_sensitivity_figure(
     fig.suptitle(
         f"Learning-rate sensitivity ({fixed_text(runs[runs['batch_size'] == batch_size])}): "
         f"mean over {seeds_text(per_lr['n_seeds'])}, error bars: min-max over seeds"
-        + (
-            f"\nin colour: the {FOCUS_TOP} best of each net by the selection rule and the best "
-            "of the course's optimizers; grey: the others"
-            if zoo
-            else ""
-        )
+        + ("\n" + focus_note("net by the selection rule") if zoo else "")
     )
     return fig
 

@@ -13,13 +13,12 @@ from matplotlib.ticker import MaxNLocator
 from harness.report.common import Skipped, shown_anywhere
 from harness.style import (
     CONTEXT,
-    FOCUS_TOP,
     PANEL_HEIGHT,
     PANEL_WIDTH,
     SPLIT_NAMES,
-    context_handle,
-    context_text,
+    context_entries,
     figure_legend,
+    focus_note,
     focused,
     glyph,
     is_context,
@@ -87,9 +86,9 @@ def tuning_curve_figure(curves: pd.DataFrame) -> Figure:
     shown = [s for s, style in styles.items() if not is_context(style)]
     handles = [Line2D([], [], color=styles[s]["color"], marker=glyph(styles[s])) for s in shown]
     labels = list(shown)
-    if len(shown) < len(styles):
-        handles.append(context_handle())
-        labels.append(context_text(len(styles) - len(shown)) + f", {chooser} only")
+    for handle, label in context_entries(len(styles) - len(shown), f", {chooser} only"):
+        handles.append(handle)
+        labels.append(label)
     handles += [Line2D([], [], color="black", ls="-"), Line2D([], [], color="black", ls="--")]
     labels += [f"{chooser} (chooses)", "test (reports)"]
     figure_legend(fig, handles, labels)
@@ -98,12 +97,7 @@ def tuning_curve_figure(curves: pd.DataFrame) -> Figure:
         f"{'accuracy' if percent else what},\nexpected over random orders of the trials; "
         f"solid: its {chooser} error, dashed: its test error\n"
         "(a setting with one trial has nothing to tune: a flat line)"
-        + (
-            f"\nin colour: the {FOCUS_TOP} best of each net after the whole budget and the best "
-            "of the course's optimizers; grey: the others"
-            if len(shown) < len(styles)
-            else ""
-        )
+        + ("\n" + focus_note("net after the whole budget") if len(shown) < len(styles) else "")
     )
     return fig
 
