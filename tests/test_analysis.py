@@ -346,12 +346,30 @@ def test_each_setting_against_the_courses_best_chosen_on_validation():
     assert flipped["verdict"].to_dict() == table["verdict"].to_dict()
 
 
-def test_quality_at_time_is_taken_at_the_shortest_completed_run(tables):
-    """A run that diverged stops at once (0.03 s in the zoo): the same time for every config is
-    the shortest run that completed, not that one."""
+def test_quality_at_time_is_taken_per_net_at_its_shortest_completed_run(tables):
+    """A run that diverged stops at once (0.03 s in the zoo): the same time for every config of
+    a net is that net's shortest run that completed, not that one, and not another net's (a
+    deep net read at a shallow one's time has not reached its first evaluation). A stacked run's
+    time is its own: its steps times its step alone, not its stack's."""
     runs, curves = tables
     diverged = runs.index[0]
     runs = runs.assign(status=runs["status"].where(runs.index != diverged, "diverged"))
-    runs.loc[diverged, "train_time_s"] = 1e-3
-    seconds, _ = analysis.quality_at_time(runs, curves)
-    assert seconds == runs.loc[runs["status"] == "completed", "train_time_s"].min() > 1e-3
+    runs.loc[diverged, "step_time_s"] = 1e-6
+    seconds, table = analysis.quality_at_time(runs, curves)
+    completed = runs[runs["status"] == "completed"].assign(net=lambda r: r["model"])
+    own = completed["step_time_s"] * completed["iterations"]
+    assert seconds.to_dict() == pytest.approx(own.groupby(completed["net"]).min().to_dict())
+    assert seconds["net1"] != seconds["net2"]
+    # each config's value: the mean over its seeds of their last evaluation within its net's time
+    config = completed.iloc[-1]
+    seeds = runs[runs["config_id"] == config["config_id"]]
+    lasts = []
+    for run_dir in seeds["run_dir"]:
+        points = curves[(curves["run_dir"] == run_dir) & (curves["metric"] == "test_accuracy")]
+        within = points[points["time_s"] <= seconds[config["net"]]].sort_values("iteration")
+        lasts.append(within["value"].iloc[-1])
+    row = table[table["config_id"] == config["config_id"]].iloc[0]
+    assert row["test_accuracy_at_time_mean"] == pytest.approx(np.mean(lasts))
+    # one given time holds for every net
+    fixed, _ = analysis.quality_at_time(runs, curves, seconds=0.5)
+    assert set(fixed) == {0.5}

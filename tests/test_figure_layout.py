@@ -20,7 +20,8 @@ from smoke_sweep import TARGET
 from harness import analysis, style
 from harness.identity import identity_hash
 from harness.report import default_target, make_figures
-from harness.report.summary import against_the_course_markdown
+from harness.report.summary import against_the_course_markdown, net_table_markdown
+from harness.report.tables import final_metrics_table
 from harness.results import load_curves, load_runs, with_config_columns
 
 REPO = Path(__file__).resolve().parent.parent
@@ -209,6 +210,10 @@ def test_a_zoos_figures_draw_in_colour_the_best_on_validation_and_the_courses_be
     best = analysis.best_at_reference_batch(runs)[1]
     markdown = "\n".join(against_the_course_markdown(runs, best))
     assert markdown.count("gain over momentum") == best["net"].nunique()
+    # and writes its net x setting tables a setting per row, not 123 columns wide
+    table = net_table_markdown(final_metrics_table(best)).splitlines()
+    assert table[0] == "| setting | net1 | net2 |"
+    assert len(table) == 2 + best["setting"].nunique()
 
 
 def test_a_zoos_focus_is_its_best_and_the_courses_best_in_colours_apart():

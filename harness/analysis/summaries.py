@@ -71,17 +71,17 @@ def _aggregate(frame: pd.DataFrame, metrics: Sequence[str], confidence: float) -
     labels = [c for c in [*LABEL_COLUMNS, *config_keys(frame)] if c in frame]
     codes, config_ids = pd.factorize(frame["config_id"])  # in order of first appearance
     table = frame.drop_duplicates("config_id")[["config_id", *labels]].reset_index(drop=True)
-    by_config = frame.groupby(codes)
-    table["n_seeds"] = by_config["seed"].nunique().to_numpy()
+    stats_ = {"n_seeds": frame.groupby(codes)["seed"].nunique().to_numpy()}
     for metric in metrics:
         values = frame[metric].astype(float)
         moments = _seed_statistics(values.to_numpy(), codes, len(config_ids), confidence)
         grouped = values.groupby(codes)
-        table[f"{metric}_mean"] = moments["mean"]
-        table[f"{metric}_ci"] = moments["ci"]
-        table[f"{metric}_min"] = grouped.min().to_numpy()
-        table[f"{metric}_max"] = grouped.max().to_numpy()
-        table[f"{metric}_n"] = moments["n"]
+        stats_[f"{metric}_mean"] = moments["mean"]
+        stats_[f"{metric}_ci"] = moments["ci"]
+        stats_[f"{metric}_min"] = grouped.min().to_numpy()
+        stats_[f"{metric}_max"] = grouped.max().to_numpy()
+        stats_[f"{metric}_n"] = moments["n"]
+    table = pd.concat([table, pd.DataFrame(stats_)], axis=1)  # at once: not a column at a time
     return with_net(table).sort_values([*LABEL_COLUMNS, "setting"], ignore_index=True)
 
 

@@ -10,6 +10,7 @@ from harness.analysis.labels import (
     LABEL_COLUMNS,
     LR_KEY,
     config_key,
+    net_labels,
 )
 from harness.analysis.metrics import (
     direction,
@@ -108,21 +109,29 @@ def fastest_configs(target_summary: pd.DataFrame, measure: str) -> pd.DataFrame:
 
 def quality_at_time(
     runs: pd.DataFrame, curves: pd.DataFrame, seconds: float | None = None
-) -> tuple[float, pd.DataFrame]:
-    """(seconds, table): per config, the test quality (and the validation quality, which ranks
-    them, when the runs have it) at the last evaluation within `seconds` of training
-    (evaluations excluded; default: the shortest training time of any run that completed, so
-    that every config has a value: a run that diverged stops at once, and a zoo has some), mean
-    over seeds, and the time per step: what each setting reaches in the same time rather than in
-    the same number of steps."""
-    if seconds is None:
-        completed = runs[runs["status"] == "completed"]
-        seconds = float((completed if len(completed) else runs)["train_time_s"].min())
+) -> tuple[pd.Series, pd.DataFrame]:
+    """(seconds per net, table): per config, the test quality (and the validation quality, which
+    ranks them, when the runs have it) at the last evaluation within its net's `seconds` of
+    training (evaluations excluded), mean over seeds, and the time per step: what each setting
+    reaches in the same time rather than in the same number of steps. The time is each run's
+    own (a stacked run's: its steps times its step alone, as its curves' `time_s`). Default, per
+    net: the shortest own training time of a run on that net that completed, so that every
+    config has a value (a run that diverged stops at once, and a zoo has some) and a deep net is
+    not read at a shallow one's time."""
+    nets = net_labels(runs)
+    completed = runs["status"] == "completed"
+    pool = runs[completed] if completed.any() else runs
+    own_time = pool["step_time_s"] * pool["diverged_at"].fillna(pool["iterations"]).astype(float)
+    budget = own_time.groupby(nets[pool.index]).min()
+    if seconds is not None:
+        budget = pd.Series(float(seconds), index=budget.index)
+    run_budget = pd.Series(nets.map(budget).to_numpy(), index=runs["run_dir"])
     columns = {}
     for split in dict.fromkeys((selection_split(curves), "test")):  # val (it ranks), then test
         metric = f"{split}_{quality(runs)}"
-        points = curves[(curves["metric"] == metric) & (curves["time_s"] <= seconds)]
+        points = curves[curves["metric"] == metric]
+        points = points[points["time_s"] <= points["run_dir"].map(run_budget)]
         last = points.sort_values("iteration").groupby("run_dir")["value"].last()
         columns[f"{metric}_at_time"] = runs["run_dir"].map(last)
     per_run = runs.assign(**columns)
-    return seconds, summarize(per_run, metrics=(*columns, "step_time_s"))
+    return budget.rename("seconds"), summarize(per_run, metrics=(*columns, "step_time_s"))

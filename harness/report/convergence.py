@@ -67,10 +67,17 @@ def _final_text(metric: str, value: float) -> str:
     return f"{value:.2f} %" if is_percent(metric) else f"{value:.3g}"
 
 
-def _x_label(x: str) -> str:
+def _x_label(x: str, runs: pd.DataFrame) -> str:
     label = X_LABELS.get(x, x)
-    if x == "time_s":  # a stacked run records its whole stack's time
-        label += ";\na stacked run's is its whole stack's"
+    stacked = runs["engine"].eq("stacked") if "engine" in runs else pd.Series(dtype=bool)
+    if x == "time_s" and stacked.any():
+        # results.load_curves gives a stacked run its own clock where it was timed alone
+        timed = "step_time_alone_s" in runs and runs.loc[stacked, "step_time_alone_s"].notna().all()
+        label += (
+            ";\na stacked run's: its steps x its step timed alone"
+            if timed
+            else ";\na stacked run's is its whole stack's"
+        )
     return label
 
 
@@ -150,7 +157,7 @@ def _figure(runs, curves, configs, rows, x, what, title) -> Figure:
         full.set_title(title(net, metric), loc="left")
         zoom.set_title("final stretch (last quarter)", loc="left", fontsize=9)
         full.set_ylabel(plotted_label(metric))
-    axes[-1, 0].set_xlabel(_x_label(x))  # the zoom shares its axis: its title says which part
+    axes[-1, 0].set_xlabel(_x_label(x, runs))  # the zoom shares its axis: its title says which part
     n_seeds = pd.concat([bands["n_seeds"] for _, _, bands in rows])
     text = (
         f"{what}: each setting at its best learning rate, {analysis.selection_text(runs)} "

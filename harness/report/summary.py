@@ -40,6 +40,9 @@ from harness.style import (
     target_text,
 )
 
+# More numeric values of a key than this are given as their range, not listed.
+LISTED_VALUES = 20
+
 
 @dataclass
 class Report:
@@ -81,6 +84,14 @@ def tuning_markdown(runs: pd.DataFrame, tuned: Sequence[str]) -> list[str]:
     ]
 
 
+def net_table_markdown(table: pd.DataFrame) -> str:
+    """A net x setting table as Markdown: a zoo's (more settings than LEGIBLE_SETTINGS) with
+    the settings as rows, so that it is read down a page rather than across 130 columns."""
+    if table.shape[1] > LEGIBLE_SETTINGS:
+        table = table.T.rename_axis("setting")
+    return markdown_table(table)
+
+
 def quality_at_time_markdown(runs: pd.DataFrame, curves: pd.DataFrame) -> list[str]:
     """The section of the summary on quality after the same training time, and time per step,
     for the best configs at the reference batch size."""
@@ -88,27 +99,29 @@ def quality_at_time_markdown(runs: pd.DataFrame, curves: pd.DataFrame) -> list[s
     _, best = analysis.best_at_reference_batch(runs)
     chosen = table[table["config_id"].isin(best["config_id"])]
     metric = f"test_{analysis.quality(runs)}_at_time"
+    budgets = ", ".join(f"{net} {seconds[net]:.3g} s" for net in net_order(chosen))
     return [
         "",
-        f"## Test {analysis.quality(runs)} after {seconds:.3g} s of training",
+        f"## Test {analysis.quality(runs)} after the same training time",
         "",
-        "The same training time for every config (the shortest run's), evaluations excluded: "
-        "the last evaluation within it, at each setting's best learning rate "
-        f"({analysis.selection_text(runs)}); bold: the best by the same split at that time. "
-        "Then the time per optimizer step (seconds; a stacked run's is its stack's).",
+        f"The same training time for every config of a net ({budgets}: the net's shortest run "
+        "that completed; a stacked run's time is its steps times its step timed alone, where it "
+        "was), evaluations excluded: the last evaluation within it, at each setting's best "
+        f"learning rate ({analysis.selection_text(runs)}); bold: the best by the same split at "
+        "that time. Then the time per optimizer step (seconds, the same way).",
         "",
-        markdown_table(final_metrics_table(chosen, metric)),
+        net_table_markdown(final_metrics_table(chosen, metric)),
         "",
-        markdown_table(final_metrics_table(chosen, "step_time_s")),
+        net_table_markdown(final_metrics_table(chosen, "step_time_s")),
     ]
 
 
 def against_the_course_markdown(runs: pd.DataFrame, best: pd.DataFrame) -> list[str]:
-    """For a zoo (more settings than LEGIBLE_SETTINGS, whose final-metrics tables are too wide
-    to read): per net, every setting ranked against the course's best
-    (`analysis.against_reference`). Nothing for a sweep of few settings or none of the
-    course's optimizers."""
-    if best["setting"].nunique() <= LEGIBLE_SETTINGS:
+    """For a zoo (more optimizers than LEGIBLE_SETTINGS): per net, every setting ranked against
+    the course's best (`analysis.against_reference`). Nothing for a sweep of few optimizers,
+    however many settings it makes of them (table sizes, devices: other problems, not rivals),
+    or none of the course's optimizers."""
+    if best["optimizer"].nunique() <= LEGIBLE_SETTINGS:
         return []
     table = analysis.against_reference(runs, COURSE_OPTIMIZERS)
     if table.empty:
@@ -150,6 +163,8 @@ def summary_markdown(
         items = runs[column].dropna().unique()
         numeric = pd.api.types.is_numeric_dtype(runs[column])
         items = sorted(items) if numeric else sorted(items, key=natural_key)
+        if numeric and len(items) > LISTED_VALUES:  # a tuning study's random rates: the range
+            return f"{len(items):,} values from {items[0]:g} to {items[-1]:g}"
         return ", ".join(f"{v:g}" if numeric else str(v) for v in items)
 
     seeds_text = f"{seeds.min()}" if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()}"
@@ -162,7 +177,7 @@ def summary_markdown(
         f"# Sweep report: {sweep}",
         "",
         f"{len(runs)} runs ({n_div} diverged) of {len(summary)} configs, "
-        f"{seeds_text} seeds each; "
+        f"{seeds_text} seed{'s' if seeds.max() > 1 else ''} each; "
         f"{', '.join(f'{n:,}' for n in sorted(runs['iterations'].unique()))} iterations.",
         "",
         f"* nets: {', '.join(net_order(summary))}",
@@ -188,7 +203,7 @@ def summary_markdown(
             "",
             f"### {METRIC_LABELS[metric]}",
             "",
-            markdown_table(final_metrics_table(best, metric)),
+            net_table_markdown(final_metrics_table(best, metric)),
         ]
     parts += against_the_course_markdown(runs, best)
     parts += [
@@ -214,7 +229,7 @@ def summary_markdown(
             "",
         ]
         if target_summary["n_reached"].sum() if len(target_summary) else 0:
-            parts.append(markdown_table(time_to_target_table(target_summary)))
+            parts.append(net_table_markdown(time_to_target_table(target_summary)))
         else:
             parts.append(f"No run reached {target_text(target, q, split)}.")
     parts += quality_at_time_markdown(runs, curves)
