@@ -25,8 +25,10 @@ import pandas as pd
 from harness import analysis
 from harness.results import load_runs
 from harness.selection import choose
+from harness.style import COURSE_OPTIMIZERS
 
-ORDER = ["sgd", "momentum", "nesterov", "adagrad", "adadelta", "rmsprop", "adam", "adamax", "nadam"]
+# the course's nine and YellowFin, which the course study added
+ORDER = [*COURSE_OPTIMIZERS, "yellowfin"]
 
 
 def _cell(row: pd.Series, metric: str = "final_test_accuracy") -> str:
@@ -43,7 +45,7 @@ def _per_config(folder: str) -> pd.DataFrame:
 def comparison(fair: str, old: str) -> pd.DataFrame:
     new_rows, old_rows = _per_config(fair), _per_config(old)
     rows = []
-    for optimizer in [*ORDER, "yellowfin"]:
+    for optimizer in ORDER:
         row = {"optimizer": optimizer}
         for net in ("net1", "net2", "net3"):
             if (net, optimizer) not in new_rows.index or (net, optimizer) not in old_rows.index:
@@ -81,7 +83,7 @@ def flattery(tune: str) -> pd.DataFrame:
             }
         )
     frame = pd.DataFrame(rows)
-    frame["_o"] = frame["optimizer"].map({o: i for i, o in enumerate([*ORDER, "yellowfin"])})
+    frame["_o"] = frame["optimizer"].map({o: i for i, o in enumerate(ORDER)})
     return frame.sort_values(["net", "_o"]).drop(columns="_o")
 
 
