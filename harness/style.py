@@ -180,7 +180,9 @@ def scale(metric: str) -> float:
 
 
 def lr_text(lr: float) -> str:
-    return f"{lr:.3g}"
+    """A learning rate as tables and legends show it; 'none' for an optimizer without one
+    (A2Grad: its step size is its own schedule)."""
+    return "none" if lr is None or lr != lr else f"{lr:.3g}"  # None or NaN: no lr
 
 
 def seeds_text(n_seeds: Sequence[int]) -> str:

@@ -283,6 +283,15 @@ def test_one_colour_per_optimizer_in_every_figure(tables):
     assert style.optimizer_color("lion") not in style.OPTIMIZER_COLORS.values()
 
 
+def test_an_optimizer_without_a_learning_rate_says_so_in_the_tables(tables):
+    """A2Grad has no lr (its config's lr is null: NaN in the tables): 'lr none', not 'lr nan'."""
+    runs, _ = tables
+    runs = runs.assign(lr=runs["lr"].where(runs["optimizer"] != "adam"))
+    best = analysis.best_at_reference_batch(runs)[1]
+    cells = report.final_metrics_table(best)["adam"]
+    assert cells.str.contains(r"\(lr none\)").all() and not cells.str.contains("nan").any()
+
+
 def test_the_star_marks_the_best_learning_rate_of_every_net_and_setting(tables):
     runs, _ = tables
     batch, best = analysis.best_at_reference_batch(runs)
