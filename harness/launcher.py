@@ -235,12 +235,14 @@ def execute_jobs(
         planned()
     records: list[dict[str, Any] | None] = [None] * len(jobs)
     log.info("training %d runs as %d tasks", len(jobs), len(tasks))
-    progress = Progress(len(jobs))
+    seconds = [estimated_seconds(job) for job in jobs]
+    known = all(s is not None for s in seconds)
+    progress = Progress(len(jobs), costs=seconds if known else None)
 
     def record(task: Task, results: list[dict[str, Any]]) -> None:
         for i, result in zip(task.jobs, results, strict=True):
             records[i] = result
-        progress.done(len(task.jobs))
+        progress.done(len(task.jobs), sum(seconds[i] for i in task.jobs) if known else None)
 
     pooled = [t for t in tasks if use_workers and not t.here]
     if pooled:

@@ -3,6 +3,7 @@ launchers, divergence inside a sweep."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from conftest import MNIST_DIR, compose_config, hydra_context, run_cli
 from harness import sweep as sweep_module
 from harness.errors import ConfigError
 from harness.results import load_curves, load_runs
-from harness.sweep import SWEEP_FILE, already_finished, sweep_jobs, write_index
+from harness.sweep import SWEEP_FILE, Progress, already_finished, sweep_jobs, write_index
 
 TINY = ["train.iterations=20", "train.eval_every=10", "data.train_size=500", "data.test_size=200"]
 
@@ -293,3 +294,14 @@ def test_a_run_finished_since_the_index_is_found_in_its_folder(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path.parent)
     relative = Path(tmp_path.name)
     assert already_finished({"hash": "x"}, relative, tmp_path / "x") == "x"
+
+
+def test_progress_extrapolates_from_the_cost_done_where_the_costs_are_known(caplog):
+    """A sweep's first task is its costliest (a zoo's net3 stacks): counting runs, one run of
+    ten done in 100 s leaves 900 s; weighted by cost (that run is half the work) it leaves 100 s."""
+    costs = [9.0] + [1.0] * 9
+    with caplog.at_level("INFO", logger="harness.sweep"):
+        Progress(10, started=time.time() - 100).done(1)
+        Progress(10, started=time.time() - 100, costs=costs).done(1, 9.0)
+    counted, weighted = (re.search(r"~(\S+) left", m).group(1) for m in caplog.messages)
+    assert counted.startswith("15m") and weighted.startswith("1m")
