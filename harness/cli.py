@@ -7,6 +7,7 @@ import argparse
 import logging
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import hydra
@@ -103,6 +104,13 @@ def train() -> None:
     except (HydraException, OmegaConfBaseException) as exc:
         discard_invocation()
         exit_with_error("harness-train", _config_error_message(exc))
+    except KeyboardInterrupt:  # Ctrl-C: what finished is written, the runs in training are lost
+        print(
+            "harness-train: interrupted; the runs that finished are kept, and the same command "
+            "resumes the rest",
+            file=sys.stderr,
+        )
+        raise SystemExit(130) from None
 
 
 def collect_main(argv: list[str] | None = None) -> None:

@@ -23,6 +23,7 @@ import dataclasses
 import logging
 import math
 import os
+import signal
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -197,6 +198,9 @@ def _run_task(jobs: Sequence[Job], stacked: bool, threads: int | None) -> list[d
 
 
 def _worker_init(level: int, datasets: dict[str, TensorData], measured: dict) -> None:
+    # Ctrl-C reaches the whole process group: the main process stops the workers (each would
+    # print a traceback of its own)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
     logging.basicConfig(level=level, format="[%(processName)s] %(message)s")
     run_module.adopt_data(datasets)
@@ -290,5 +294,11 @@ def _train_in_workers(
             pool.submit(_run_task, [jobs[i] for i in task.jobs], task.stacked, 1): task
             for task in tasks
         }
-        for future in concurrent.futures.as_completed(futures):
-            record(futures[future], future.result())
+        try:
+            for future in concurrent.futures.as_completed(futures):
+                record(futures[future], future.result())
+        except KeyboardInterrupt:  # the stacks in training are lost, those done are written
+            for process in list(pool._processes.values()):  # no public way to stop a task
+                process.terminate()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise

@@ -152,6 +152,43 @@ def test_killed_sweep_resumes_every_run_exactly_once(tmp_path, engine):
     assert (runs.status == "completed").all()
 
 
+def test_ctrl_c_stops_a_sweep_in_one_line_and_keeps_what_finished(tmp_path):
+    """Ctrl-C (SIGINT to the process group, worker processes included): exit status 130, one
+    line that says how to resume, no traceback; the runs that finished keep their results."""
+    folder = tmp_path / "sweep"
+    overrides = [
+        "-m",
+        "experiment=smoke",
+        "train.iterations=600",
+        "train.eval_every=200",
+        "hydra.launcher.n_jobs=2",
+        f"hydra.sweep.dir={folder}",
+    ]
+    cmd = [sys.executable, "-c", "from harness.cli import train; train()", *overrides]
+    env = {**os.environ, "HARNESS_DATA_ROOT": str(MNIST_DIR)}
+    proc = subprocess.Popen(
+        cmd,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 240
+    while not list(folder.rglob("run.json")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1] == (
+        "harness-train: interrupted; the runs that finished are kept, and the same command "
+        "resumes the rest"
+    )
+    assert len(load_runs(folder)) == len(list(folder.rglob("run.json"))) >= 1
+
+
 def test_parallel_joblib_workers_give_the_sequential_results(tmp_path):
     axes = [*TINY, "model=net1,net2", "optimizer=sgd,adam", "seed=0,1", "threads=1"]
     assert sweep(tmp_path, *axes, "train.engine=single", name="sequential").returncode == 0
