@@ -168,11 +168,15 @@ def run_row(record: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     }
 
 
+def steps_taken(runs: pd.DataFrame) -> pd.Series:
+    """Optimizer steps each run took: all of them, or up to where it diverged."""
+    return runs["diverged_at"].fillna(runs["iterations"]).astype(float)
+
+
 def own_step_time(runs: pd.DataFrame) -> pd.Series:
     """Seconds per optimizer step of each run on its own: a stacked run's calibration alone
     (its stack's time is all its members'), else its training time over its steps."""
-    steps = runs["diverged_at"].fillna(runs["iterations"]).astype(float)
-    measured = runs["train_time_s"] / steps
+    measured = runs["train_time_s"] / steps_taken(runs)
     if "step_time_alone_s" not in runs:
         return measured
     stacked = runs.get("engine", pd.Series(None, index=runs.index)).eq("stacked")

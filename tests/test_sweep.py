@@ -108,6 +108,22 @@ def test_diverging_run_inside_a_sweep(tmp_path):
     assert runs.status.to_dict() == {0.01: "completed", 0.1: "completed", 1e4: "diverged"}
 
 
+def _start_sweep(overrides: list[str], cwd: Path, stderr: int) -> subprocess.Popen:
+    """`harness-train` with `overrides` as a process group of its own (a signal to the group
+    reaches its workers too, as Ctrl-C or a kill would)."""
+    cmd = [sys.executable, "-c", "from harness.cli import train; train()", *overrides]
+    env = {**os.environ, "HARNESS_DATA_ROOT": str(MNIST_DIR)}
+    return subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        text=True,
+        start_new_session=True,
+    )
+
+
 @pytest.mark.parametrize("engine", ["auto", "single"])
 def test_killed_sweep_resumes_every_run_exactly_once(tmp_path, engine):
     overrides = [
@@ -118,16 +134,7 @@ def test_killed_sweep_resumes_every_run_exactly_once(tmp_path, engine):
         f"train.engine={engine}",
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
     ]
-    cmd = [sys.executable, "-c", "from harness.cli import train; train()", *overrides]
-    env = {**os.environ, "HARNESS_DATA_ROOT": str(MNIST_DIR)}
-    proc = subprocess.Popen(
-        cmd,
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    proc = _start_sweep(overrides, tmp_path, stderr=subprocess.DEVNULL)
     folder, deadline = tmp_path / "sweep", time.monotonic() + 240
 
     def finished_runs() -> int:
@@ -164,17 +171,7 @@ def test_ctrl_c_stops_a_sweep_in_one_line_and_keeps_what_finished(tmp_path):
         "hydra.launcher.n_jobs=2",
         f"hydra.sweep.dir={folder}",
     ]
-    cmd = [sys.executable, "-c", "from harness.cli import train; train()", *overrides]
-    env = {**os.environ, "HARNESS_DATA_ROOT": str(MNIST_DIR)}
-    proc = subprocess.Popen(
-        cmd,
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    proc = _start_sweep(overrides, tmp_path, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 240
     while not list(folder.rglob("run.json")) and time.monotonic() < deadline:
         time.sleep(0.02)

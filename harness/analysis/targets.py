@@ -25,7 +25,7 @@ from harness.analysis.summaries import (
     summarize,
 )
 from harness.identity import ID_COLUMNS
-from harness.results import config_keys
+from harness.results import config_keys, steps_taken
 
 
 def time_to_target(
@@ -121,7 +121,7 @@ def quality_at_time(
     nets = net_labels(runs)
     completed = runs["status"] == "completed"
     pool = runs[completed] if completed.any() else runs
-    own_time = pool["step_time_s"] * pool["diverged_at"].fillna(pool["iterations"]).astype(float)
+    own_time = pool["step_time_s"] * steps_taken(pool)
     budget = own_time.groupby(nets[pool.index]).min()
     if seconds is not None:
         budget = pd.Series(float(seconds), index=budget.index)
