@@ -92,6 +92,12 @@ class NoSchedule:
     def step(self) -> None:
         pass
 
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
 
 def _without_harness_keys(node: DictConfig) -> DictConfig:
     """The constructor's part of an optimizer config (HARNESS_KEYS are the harness's)."""

@@ -20,9 +20,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 from tqdm.auto import tqdm
 
+from harness.checkpoint import load_optimizer_state, rng_state, set_rng_state
 from harness.stepping import evaluation_mode, failure_reason, in_train_mode, needs_of, take_step
 
 if TYPE_CHECKING:
+    from harness.checkpoint import Checkpoint
     from harness.problems import Problem
 
 
@@ -59,6 +61,7 @@ class Outcome:
     train_time_s: float  # optimisation only, evaluations excluded (a stack's: all its members')
     error: str | None = None  # why it failed, in one line
     update_path: str | None = None  # how a stack updated it (harness.stacked_rules)
+    resumed_at: tuple[int, ...] = ()  # the steps from which it went on from a checkpoint
 
 
 def logged_hyperparameters(optimizer: torch.optim.Optimizer) -> dict[str, float]:
@@ -81,17 +84,26 @@ def diverging(loss: float, limit: float) -> bool:
 
 
 def batch_indices(
-    n: int, batch_size: int, iterations: int, generator: torch.Generator, device: torch.device
+    n: int,
+    batch_size: int,
+    iterations: int,
+    generator: torch.Generator,
+    device: torch.device,
+    after: int = 0,
 ) -> Iterator[tuple[int, torch.Tensor]]:
-    """(iteration, row indices) of every step: each epoch is a fresh permutation drawn from
+    """(iteration, row indices) of every step after step `after` (a resumed run's: the earlier
+    epochs' permutations are drawn, not used): each epoch is a fresh permutation drawn from
     `generator`, cut into batches (the last incomplete batch of an epoch is dropped)."""
     steps_per_epoch = n // batch_size
     perm = torch.empty(0, dtype=torch.int64)
     for it in range(1, iterations + 1):
         pos = (it - 1) % steps_per_epoch
         if pos == 0:
-            perm = torch.randperm(n, generator=generator).to(device)
-        yield it, perm[pos * batch_size : (pos + 1) * batch_size]
+            perm = torch.randperm(n, generator=generator)
+            if it + steps_per_epoch > after:  # this epoch trains
+                perm = perm.to(device)
+        if it > after:
+            yield it, perm[pos * batch_size : (pos + 1) * batch_size]
 
 
 def member_batches(
@@ -100,11 +112,12 @@ def member_batches(
     iterations: int,
     generators: Sequence[torch.Generator],
     device: torch.device,
+    after: int = 0,
 ) -> Iterator[tuple[int, torch.Tensor]]:
-    """(iteration, rows) of every step for members that each follow their own data order (one
-    generator per member: the seeds of one configuration in a stack): rows ``[K, batch]``,
-    member k's row k as `batch_indices` draws it for that member alone."""
-    orders = [batch_indices(n, batch_size, iterations, g, device) for g in generators]
+    """(iteration, rows) of every step after `after` for members that each follow their own
+    data order (one generator per member: the seeds of one configuration in a stack): rows
+    ``[K, batch]``, member k's row k as `batch_indices` draws it for that member alone."""
+    orders = [batch_indices(n, batch_size, iterations, g, device, after) for g in generators]
     for steps in zip(*orders, strict=True):
         yield steps[0][0], torch.stack([rows for _, rows in steps])
 
@@ -138,6 +151,15 @@ class Members(Protocol):
 
     def keep(self, kept: Sequence[int]) -> None:
         """Go on with the members at positions `kept` only."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything the members carry from step to step (weights, optimizer and schedule
+        states): what a checkpoint saves (harness.checkpoint)."""
+        ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Go on from `state`, saved by members built alike (and kept alike)."""
         ...
 
 
@@ -187,6 +209,18 @@ class Alone:
     def keep(self, kept: Sequence[int]) -> None:
         pass  # K = 1: the loop ends when its member is dropped
 
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        load_optimizer_state(self.optimizer, state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+
 
 def train(
     members: Members,
@@ -197,6 +231,7 @@ def train(
     order: torch.Generator | Sequence[torch.Generator],
     divergence_factors: Sequence[float | None] | None = None,
     progress: bool = False,
+    checkpoint: Checkpoint | None = None,
 ) -> list[Outcome]:
     """Train `members` for `schedule.iterations` steps on mini-batches of `problem`'s `data`,
     evaluating every `schedule.eval_every` (their metrics on the `eval_train_idx` rows of the
@@ -208,6 +243,10 @@ def train(
     each member its own) ends with status "diverged", a result, not an error, and is dropped:
     it neither slows down nor disturbs the others. So does a member whose optimizer raises
     during training (status "failed", with the reason in its Outcome's `error`).
+
+    With a `checkpoint`, the loop saves its whole state whenever one is due (at a log point,
+    where no loss is buffered) and, if one was saved, goes on from it: the members must be
+    built as they were (their states are loaded), `order` must be fresh generators.
     """
     k, log_every = len(members), schedule.log_every
     n, held_out = problem.size(data), problem.held_out(data)
@@ -219,7 +258,7 @@ def train(
     active = list(range(k))  # member of each position still training
     losses: torch.Tensor | None = None  # the last log_every losses of each position, on the device
     train_time = 0.0
-    bar = tqdm(total=schedule.iterations, disable=not progress, mininterval=1.0, unit="it")
+    resumed_at: tuple[int, ...] = ()
 
     def evaluation(iteration: int) -> list[float]:
         """Record every active member's metrics; their training losses."""
@@ -246,12 +285,44 @@ def train(
         if ended:
             drop(dict.fromkeys(ended), "diverged", iteration)
 
-    limits = [divergence_limit(f, v) for f, v in zip(factors, evaluation(0), strict=True)]
+    def state(iteration: int) -> dict[str, Any]:
+        """What the loop carries at a log point, for a checkpoint."""
+        return {
+            "iteration": iteration,
+            "rows": [r.rows for r in recorders],
+            "status": status,
+            "diverged_at": diverged_at,
+            "errors": errors,
+            "active": active,
+            "limits": limits,
+            "train_time": train_time,
+            "resumed_at": resumed_at,
+            "members": members.state_dict(),
+            "random": rng_state(),
+        }
+
+    saved = checkpoint.load() if checkpoint is not None else None
+    if saved is None:
+        start = 0
+        limits = [divergence_limit(f, v) for f, v in zip(factors, evaluation(0), strict=True)]
+    else:
+        start, active, limits = saved["iteration"], saved["active"], saved["limits"]
+        status, diverged_at, errors = saved["status"], saved["diverged_at"], saved["errors"]
+        train_time, resumed_at = saved["train_time"], (*saved["resumed_at"], start)
+        for recorder, rows in zip(recorders, saved["rows"], strict=True):
+            recorder.rows = rows
+        if len(active) < k:
+            members.keep(active)
+        members.load_state_dict(saved["members"])
+        set_rng_state(saved["random"])
+    bar = tqdm(
+        initial=start, total=schedule.iterations, disable=not progress, mininterval=1.0, unit="it"
+    )
     device = eval_train_idx.device
     if isinstance(order, torch.Generator):
-        batches = batch_indices(n, schedule.batch_size, schedule.iterations, order, device)
+        batches = batch_indices(n, schedule.batch_size, schedule.iterations, order, device, start)
     else:  # the rows of every member drawn, the active members' taken
-        batches = member_batches(n, schedule.batch_size, schedule.iterations, order, device)
+        batches = member_batches(n, schedule.batch_size, schedule.iterations, order, device, start)
     tic = time.perf_counter()
     for it, idx in batches:
         loss = members.step(idx if idx.dim() == 1 else idx[active])
@@ -278,9 +349,11 @@ def train(
                 drop_diverging(evaluation(it), it)
             if not active:
                 break
+            if checkpoint is not None and checkpoint.due() and it < schedule.iterations:
+                checkpoint.save(state(it))
             tic = time.perf_counter()
     bar.close()
     return [
-        Outcome(s, r, d, train_time, e)
+        Outcome(s, r, d, train_time, e, resumed_at=resumed_at)
         for s, r, d, e in zip(status, recorders, diverged_at, errors, strict=True)
     ]

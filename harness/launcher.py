@@ -33,7 +33,7 @@ import torch
 import torch.multiprocessing
 from omegaconf import DictConfig, OmegaConf
 
-from harness import planning
+from harness import checkpoint, planning
 from harness import run as run_module
 from harness.data import TensorData
 from harness.identity import identity_config, identity_hash
@@ -110,11 +110,21 @@ def plan(
     `max_stack` models or cost more than `max_stack_s` seconds (`estimated_seconds`; give or
     take a configuration's seeds, which are never split), every other run a task of its own.
     A stack's runs are written when it ends, so the bounds bound what an interrupted sweep
-    loses. Costs unknown (a run not checked here), every run counts as one."""
-    tasks: list[Task] = []
+    loses (between its checkpoints). Costs unknown (a run not checked here), every run counts
+    as one. The runs of a task that saved a checkpoint (harness.checkpoint) are that task again,
+    to go on from it."""
+    tasks = [
+        Task(runs, stacked, here=requested_engine(jobs[runs[0]].cfg) == "single")
+        for runs, stacked in checkpoint.saved_tasks(jobs)
+    ]
+    resumed = {i for task in tasks for i in task.jobs}
+    if tasks:
+        log.info("%d runs of %d tasks go on from their checkpoints", len(resumed), len(tasks))
     groups: dict[tuple, list[int]] = {}
     refused: Counter[str] = Counter()
     for index, job in enumerate(jobs):
+        if index in resumed:
+            continue
         engine = requested_engine(job.cfg)
         reason = None if engine == "single" else refusal(job)
         if engine == "single":
@@ -186,15 +196,17 @@ def _seeds_of_each_configuration(members: list[int], jobs: Sequence[Job]) -> lis
     return list(seeds.values())
 
 
-def _run_task(jobs: Sequence[Job], stacked: bool, threads: int | None) -> list[dict[str, Any]]:
+def _run_task(
+    jobs: Sequence[Job], stacked: bool, threads: int | None, checkpoint_every_s: float | None
+) -> list[dict[str, Any]]:
     if stacked:
-        return execute_group(jobs, threads=threads)
+        return execute_group(jobs, threads, checkpoint_every_s)
     job = jobs[0]
     if threads is not None:
         cfg = job.cfg.copy()
         cfg.threads = threads
         job = dataclasses.replace(job, cfg=cfg)
-    return [run_module.execute_job(job)]
+    return [run_module.execute_job(job, checkpoint_every_s)]
 
 
 def _worker_init(level: int, datasets: dict[str, TensorData], measured: dict) -> None:
@@ -214,6 +226,7 @@ def execute_jobs(
     max_stack: int | None = None,
     max_stack_s: float | None = None,
     planned: Callable[[], None] | None = None,
+    checkpoint_every_s: float | None = None,
 ) -> list[dict[str, Any]]:
     """Train a sweep's jobs with the engine each asks for and return their run.json records in
     job order. The jobs are expected to pass `run.check`. `planned` is called once the stacks
@@ -222,7 +235,8 @@ def execute_jobs(
     `workers`: worker processes (default: one per core; on a GPU, none); `use_workers`: start
     them (True), don't (False), or decide from the estimated work (None); `max_stack`,
     `max_stack_s`: models per stack and its estimated seconds at most (None: no bound; see
-    `plan`).
+    `plan`); `checkpoint_every_s`: seconds between a task's checkpoints (None: none), from
+    which the same sweep goes on if it is stopped (harness.checkpoint).
     """
     jobs = list(jobs)
     if not jobs:  # e.g. every job of a resumed sweep had finished already
@@ -235,6 +249,8 @@ def execute_jobs(
         use_workers = work >= WORKER_THRESHOLD
     use_workers = use_workers and workers > 1
     tasks = plan(jobs, workers if use_workers else 1, max_stack, max_stack_s)
+    if checkpoint_every_s is not None:  # here once, not in each worker
+        checkpoint.probe(jobs)
     if planned is not None:
         planned()
     records: list[dict[str, Any] | None] = [None] * len(jobs)
@@ -250,11 +266,12 @@ def execute_jobs(
 
     pooled = [t for t in tasks if use_workers and not t.here]
     if pooled:
-        _train_in_workers(jobs, pooled, workers, record)
+        _train_in_workers(jobs, pooled, workers, record, checkpoint_every_s)
     default_threads = torch.get_num_threads()
     for task in (t for t in tasks if not use_workers or t.here):
         task_jobs = [jobs[i] for i in task.jobs]
-        record(task, _run_task(task_jobs, task.stacked, _threads_here(task, task_jobs)))
+        threads = _threads_here(task, task_jobs)
+        record(task, _run_task(task_jobs, task.stacked, threads, checkpoint_every_s))
         torch.set_num_threads(default_threads)
     return records  # type: ignore[return-value]
 
@@ -272,6 +289,7 @@ def _train_in_workers(
     tasks: list[Task],
     workers: int,
     record: Callable[[Task, list[dict[str, Any]]], None],
+    checkpoint_every_s: float | None,
 ) -> None:
     """Train `tasks` in `workers` single-threaded processes, largest first, and `record` each
     as it finishes. The data sets are loaded here once and shared with the workers, with the
@@ -291,7 +309,9 @@ def _train_in_workers(
         ),
     ) as pool:
         futures = {
-            pool.submit(_run_task, [jobs[i] for i in task.jobs], task.stacked, 1): task
+            pool.submit(
+                _run_task, [jobs[i] for i in task.jobs], task.stacked, 1, checkpoint_every_s
+            ): task
             for task in tasks
         }
         try:

@@ -1,6 +1,7 @@
 """What a sweep's planning measured, kept in its folder for its resumes: each optimizer's
-first-step check and step time alone (`harness.run`) and how each optimizer config stacks and
-shares (`harness.stacked`'s probes). A resume on a machine like the one that measured them
+first-step check and step time alone (`harness.run`), how each optimizer config stacks and
+shares (`harness.stacked`'s probes) and whether it goes on exactly from a checkpoint
+(`harness.checkpoint`'s probe). A resume on a machine like the one that measured them
 adopts them instead of measuring again (a zoo's: minutes per invocation), and the step times a
 study compares are taken in one sitting; worker processes adopt the planner's."""
 
@@ -11,7 +12,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from harness import run, stacked
+from harness import checkpoint, run, stacked
 from harness.results import atomic_write_bytes
 
 log = logging.getLogger(__name__)
@@ -19,13 +20,18 @@ log = logging.getLogger(__name__)
 
 def measured() -> dict[str, dict]:
     """This process's checks and probes, to hand to another process."""
-    return {"first_steps": run.first_steps(), "probes": stacked.probe_outcomes()}
+    return {
+        "first_steps": run.first_steps(),
+        "probes": stacked.probe_outcomes(),
+        "restore_probes": checkpoint.probe_outcomes(),
+    }
 
 
 def adopt(found: dict[str, dict]) -> None:
     """Use the checks and probes another process (or invocation) measured."""
     run.adopt_first_steps(found["first_steps"])
     stacked.adopt_probe_outcomes(found["probes"])
+    checkpoint.adopt_probe_outcomes(found["restore_probes"])
 
 
 def count() -> int:
@@ -45,6 +51,8 @@ def load(path: Path) -> int:
     found: dict[str, Any] = {
         "first_steps": {tuple(key): tuple(outcome) for key, *outcome in stored["first_steps"]},
         "probes": {tuple(key): reason for key, reason in stored["probes"]},
+        # a sweep planned before checkpoints has none
+        "restore_probes": {tuple(k): r for k, r in stored.get("restore_probes", [])},
     }
     adopt(found)
     return sum(len(outcomes) for outcomes in found.values())
@@ -58,5 +66,6 @@ def save(path: Path) -> None:
         "machine": run.machine(),
         "first_steps": [[list(key), *outcome] for key, outcome in now["first_steps"].items()],
         "probes": [[list(key), reason] for key, reason in now["probes"].items()],
+        "restore_probes": [[list(key), r] for key, r in now["restore_probes"].items()],
     }
     atomic_write_bytes(path, json.dumps(stored, indent=1).encode())

@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness import engine, memory
 from harness.building import build_optimizer, optimizer_and_schedule
+from harness.checkpoint import Checkpoint, task_checkpoint
 from harness.errors import ConfigError, HarnessError
 from harness.identity import config_hash
 from harness.job import Job
@@ -404,6 +405,7 @@ def finish(
         "engine": engine_name,
         "update_path": update_path,
         "train_time_s": outcome.train_time_s,
+        "resumed_at": list(outcome.resumed_at),
         "step_time_alone_s": run.step_time_alone_s,
         "wall_time_s": time.perf_counter() - run.started,
         "device": str(run.device),
@@ -427,8 +429,11 @@ def finish(
     return record
 
 
-def train_single(run: PreparedRun, progress: bool = False) -> engine.Outcome:
-    """Train a prepared run by itself: the engine's loop over its one member."""
+def train_single(
+    run: PreparedRun, progress: bool = False, checkpoint: Checkpoint | None = None
+) -> engine.Outcome:
+    """Train a prepared run by itself: the engine's loop over its one member (going on from
+    `checkpoint`, and saving it, where one is given)."""
     setup = run.setup
     members = engine.Alone(run.model, run.optimizer, run.scheduler, setup.problem, setup.data)
     (outcome,) = engine.train(
@@ -439,6 +444,7 @@ def train_single(run: PreparedRun, progress: bool = False) -> engine.Outcome:
         setup.schedule,
         run.order_generator(),
         progress=progress,
+        checkpoint=checkpoint,
     )
     return outcome
 
@@ -452,8 +458,9 @@ def execute(
     return execute_job(Job.of(cfg, out_dir, choices))
 
 
-def execute_job(job: Job) -> dict[str, Any]:
-    """`execute` for a job whose problem is resolved."""
+def execute_job(job: Job, checkpoint_every_s: float | None = None) -> dict[str, Any]:
+    """`execute` for a job whose problem is resolved; a sweep's job checkpoints its training
+    every `checkpoint_every_s` seconds, and goes on from its checkpoint (harness.checkpoint)."""
     run = prepare(job)
     cfg, choices = job.cfg, job.choices
     log.info(
@@ -464,8 +471,14 @@ def execute_job(job: Job) -> dict[str, Any]:
         run.setup.schedule.iterations,
         run.device,
     )
-    outcome = train_single(run, progress=show_progress(cfg.train.progress))
-    return finish(run, outcome, "single", single_update_path(run.optimizer))
+    checkpoint = task_checkpoint([job], False, checkpoint_every_s)
+    outcome = train_single(run, show_progress(cfg.train.progress), checkpoint)
+    if checkpoint is not None:  # its wall time includes the sittings it went on from
+        run.started -= checkpoint.earlier_wall_s
+    record = finish(run, outcome, "single", single_update_path(run.optimizer))
+    if checkpoint is not None:
+        checkpoint.remove()
+    return record
 
 
 def single_update_path(optimizer: torch.optim.Optimizer) -> str:

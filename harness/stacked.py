@@ -37,6 +37,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness import engine
 from harness import run as run_module
 from harness.building import optimizer_and_schedule, optimizer_factory
+from harness.checkpoint import Checkpoint, load_optimizer_state, task_checkpoint
 from harness.engine import Outcome, logged_hyperparameters
 from harness.errors import HarnessError
 from harness.identity import identity_config, identity_hash
@@ -267,19 +268,39 @@ class Stack:
         self.stack.restack(self.models)
         self.stepper.keep(kept)
 
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "tensors": [tensor for tensor, _ in self.stack.tensors()],
+            "optimizers": [o.state_dict() for o in self.optimizers],
+            "schedulers": [s.state_dict() for s in self.schedulers],
+            "stepper": self.stepper.state_dict(),
+        }
+
+    @torch.no_grad()
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for (tensor, _), saved in zip(self.stack.tensors(), state["tensors"], strict=True):
+            tensor.copy_(saved)
+        for optimizer, saved in zip(self.optimizers, state["optimizers"], strict=True):
+            load_optimizer_state(optimizer, saved)
+        for scheduler, saved in zip(self.schedulers, state["schedulers"], strict=True):
+            scheduler.load_state_dict(saved)
+        self.stepper.load_state_dict(state["stepper"])
+
 
 def train_stack(
     runs: Sequence[run_module.PreparedRun],
     progress: bool = False,
     stack_class: type[StackedMLP] | type[StackedModule] | None = None,
     share: bool = True,
+    checkpoint: Checkpoint | None = None,
 ) -> list[Outcome]:
     """Train prepared runs of one group (see `group_key`) together; one Outcome per run, as
     engine.train would return it for that run alone, with the run's `update_path`. Each run
     draws its own data order (runs of one seed share theirs); the seeds of one configuration
     share one instance of their optimizer where `sharing_refusal` allows it (`share`: False,
     never; benchmarks compare). `stack_class` (benchmarks, tests) forces a stacked model class
-    instead of `stack_of`'s choice."""
+    instead of `stack_of`'s choice. With a `checkpoint`, the stack saves its training's state
+    there and goes on from it (harness.checkpoint)."""
     setup = runs[0].setup
     sharing = _sharing_of(runs) if share else [None] * len(runs)
     # stack order: models that share an update rule, then the seeds of one configuration, are
@@ -319,6 +340,7 @@ def train_stack(
         order_of,
         divergence_factors=[r.setup.schedule.divergence_factor for r in stacked],
         progress=progress,
+        checkpoint=checkpoint,
     )
     by_run = {
         i: dataclasses.replace(outcome, update_path=path)
@@ -364,13 +386,17 @@ def _sharing_probe(optimizer: _OptimizerNode, iterations: int) -> str | None:
     return _PROBES[key]
 
 
-def execute_group(jobs: Sequence[Job], threads: int | None = None) -> list[dict[str, Any]]:
+def execute_group(
+    jobs: Sequence[Job], threads: int | None = None, checkpoint_every_s: float | None = None
+) -> list[dict[str, Any]]:
     """Train the jobs, all with the same `group_key`, together as one stack; write each job's
     results as run.execute does; return their run.json records in order.
 
     Every job is validated and built (run.prepare) before anything trains, so a job with a bad
     config raises the HarnessError run.execute would raise, and nothing is written. `threads`
-    overrides the configs' torch thread count (the launcher's workers use 1).
+    overrides the configs' torch thread count (the launcher's workers use 1). A sweep's stack
+    checkpoints its training every `checkpoint_every_s` seconds, and goes on from its
+    checkpoint (harness.checkpoint).
     """
     runs: list[run_module.PreparedRun] = []
     for job in jobs:
@@ -390,8 +416,16 @@ def execute_group(jobs: Sequence[Job], threads: int | None = None) -> list[dict[
         runs[0].setup.schedule.iterations,
         runs[0].device,
     )
-    outcomes = train_stack(runs, progress=run_module.show_progress(cfg.train.progress))
-    return [
+    checkpoint = task_checkpoint(jobs, True, checkpoint_every_s)
+    progress = run_module.show_progress(cfg.train.progress)
+    outcomes = train_stack(runs, progress=progress, checkpoint=checkpoint)
+    if checkpoint is not None:  # their wall time includes the sittings they went on from
+        for r in runs:
+            r.started -= checkpoint.earlier_wall_s
+    records = [
         run_module.finish(r, o, "stacked", o.update_path)
         for r, o in zip(runs, outcomes, strict=True)
     ]
+    if checkpoint is not None:
+        checkpoint.remove()
+    return records

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch.optim.optimizer import _get_scalar_dtype
 
+from harness.checkpoint import load_optimizer_state
 from harness.errors import HarnessError
 from harness.stacked_model import StackedMLP
 from harness.stacked_module import StackedModule
@@ -716,6 +717,34 @@ class StackedOptimizers:
                 self._bind_gradients(start, stop)
         self.optimizers = [self.optimizers[k] for k in kept]
         self.extras = [self.extras[k] for k in kept]
+
+    def state_dict(self) -> dict[str, Any]:
+        """What the stepper itself carries: the stacked rules' states and per-model extras, its
+        step count, and each shared instance's optimizer and schedule states (the models' own
+        optimizers are the stack's to save)."""
+        return {
+            "step_count": self.step_count,
+            "states": self.states,
+            "extras": self.extras,
+            "shared": {
+                start: (instance.optimizer.state_dict(), instance.scheduler.state_dict())
+                for start, instance in self.shared.items()
+            },
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Go on from `state`, saved by a stepper of the same models (kept alike)."""
+        self.step_count, self.extras = state["step_count"], state["extras"]
+        device = self._tensors()[0][0].device
+        self.states = [
+            [{name: t.to(device) for name, t in st.items()} for st in slice_states]
+            for slice_states in state["states"]
+        ]
+        if state["shared"].keys() != self.shared.keys():
+            raise ValueError("the saved stepper shared other slices")
+        for start, (optimizer, scheduler) in state["shared"].items():
+            load_optimizer_state(self.shared[start].optimizer, optimizer)
+            self.shared[start].scheduler.load_state_dict(scheduler)
 
     def _check_views(self, k: int) -> None:
         """After model k's own step(): its parameters must still be views of the stack, or its

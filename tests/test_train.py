@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from conftest import SMALL_RUN, CountingSGD, SlowSGD, compose_config, run_cli, train_in_process
+from harness import checkpoint, stacked
 from harness import run as run_module
-from harness import stacked
 from harness.identity import config_hash
 from harness.job import Job
 from harness.results import PLANNING_FILE, load_curves, load_runs
@@ -167,6 +167,7 @@ def test_a_resumed_sweep_neither_checks_times_nor_probes_its_optimizers_again(
         """The steps a new process takes to run the sweep with these seeds."""
         monkeypatch.setattr(run_module, "_FIRST_STEPS", {})  # as in a new process
         monkeypatch.setattr(stacked, "_PROBES", {})
+        monkeypatch.setattr(checkpoint, "_REFUSALS", {})
         CountingSGD.steps = 0
         result = train_in_process(*args, f"seed={seeds}", cwd=tmp_path)
         assert result.returncode == 0, result.stderr
@@ -176,6 +177,7 @@ def test_a_resumed_sweep_neither_checks_times_nor_probes_its_optimizers_again(
     stored = json.loads((sweep_dir / PLANNING_FILE).read_text())
     assert len(stored["first_steps"]) == 1  # one optimizer, one model: one check
     assert len(stored["probes"]) == 1  # one config of the optimizer: one stacking probe
+    assert len(stored["restore_probes"]) == 1  # and one checkpoint probe
     assert first > iterations + 1 + WARMUP_STEPS + TIMED_STEPS  # the probe steps it too
     assert invocation("0,1") == iterations  # seed 1 only trains
     records = [json.loads(p.read_text()) for p in sweep_dir.rglob("run.json")]

@@ -55,15 +55,18 @@ def train_task(
     threads: int | None,
     env: Mapping[str, str],
     log_level: int,
+    checkpoint_every_s: float | None = None,
 ) -> list[dict[str, Any]]:
     """What one submitted job runs: train one task of a sweep (a stack, or one run with the
     single-run engine) in the job's process, the data loaded here; each run writes its results
-    into its own folder. Returns the runs' run.json records, in order."""
+    into its own folder, and checkpoints its training every `checkpoint_every_s` seconds (a
+    job killed at its time limit goes on from there when the sweep is run again). Returns the
+    runs' run.json records, in order."""
     from harness.launcher import _run_task
 
     logging.basicConfig(level=log_level, format=LOG_FORMAT)
     with env_override(dict(env)):
-        return _run_task(jobs, stacked, threads)
+        return _run_task(jobs, stacked, threads, checkpoint_every_s)
 
 
 def _first_line(error: Exception) -> str:
@@ -85,7 +88,8 @@ def _reason(error: Exception, state: str) -> str:
 class StackedSlurmLauncher(StackedLauncher):
     """`cluster`: submitit's executor (slurm; local: a process per job on this machine);
     `max_stack`, `max_stack_s`: models per job and its estimated seconds at most (None: no
-    bound; `harness.launcher.plan`); every other key is a submitit / SLURM parameter
+    bound; `harness.launcher.plan`); `checkpoint_every_s`: seconds between a job's
+    checkpoints (None: none; harness.checkpoint); every other key is a submitit / SLURM parameter
     (conf/hydra/launcher/slurm.yaml), kept in `params`."""
 
     def __init__(
@@ -93,9 +97,12 @@ class StackedSlurmLauncher(StackedLauncher):
         cluster: str = "slurm",
         max_stack: int | None = None,
         max_stack_s: float | None = None,
+        checkpoint_every_s: float | None = None,
         **params: Any,
     ) -> None:
-        super().__init__(max_stack=max_stack, max_stack_s=max_stack_s)
+        super().__init__(
+            max_stack=max_stack, max_stack_s=max_stack_s, checkpoint_every_s=checkpoint_every_s
+        )
         self.cluster = cluster
         self.params = {
             k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
@@ -163,6 +170,7 @@ class StackedSlurmLauncher(StackedLauncher):
                 [cpus if group[0].cfg.threads is None else None for group in task_runs],
                 [dict(self.config.hydra.job.env_set)] * len(tasks),
                 [logging.getLogger("harness").getEffectiveLevel()] * len(tasks),
+                [self.checkpoint_every_s] * len(tasks),
             )
         except (FailedJobError, FailedSubmissionError, OSError) as exc:  # sbatch refused them
             message = f"hydra/launcher=slurm: the jobs were not submitted: {_first_line(exc)}"

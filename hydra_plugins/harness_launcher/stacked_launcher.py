@@ -91,9 +91,14 @@ def _defines_job_callbacks(callbacks: Sequence[Callback]) -> bool:
 
 class StackedLauncher(Launcher):
     def __init__(
-        self, n_jobs: int = -1, max_stack: int | None = None, max_stack_s: float | None = None
+        self,
+        n_jobs: int = -1,
+        max_stack: int | None = None,
+        max_stack_s: float | None = None,
+        checkpoint_every_s: float | None = None,
     ) -> None:
         self.n_jobs, self.max_stack, self.max_stack_s = n_jobs, max_stack, max_stack_s
+        self.checkpoint_every_s = checkpoint_every_s
         self.config: DictConfig | None = None
         self.task_function: TaskFunction | None = None
         self.hydra_context: HydraContext | None = None
@@ -204,6 +209,7 @@ class StackedLauncher(Launcher):
                 max_stack=self.max_stack,
                 max_stack_s=self.max_stack_s,
                 planned=lambda: planning.save(sweep_dir / PLANNING_FILE),  # the stacking probes
+                checkpoint_every_s=self.checkpoint_every_s,
             )
         for (job, result, _), record in zip(jobs, records, strict=True):
             result.return_value = RunRecord(record)

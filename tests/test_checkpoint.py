@@ -1,0 +1,210 @@
+"""Checkpoints (harness.checkpoint): a sweep stopped in the middle of its stacks goes on from
+where they were, and ends with exactly the results it would have had if never stopped."""
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+import torch
+
+from conftest import MNIST_DIR, FailingSGD, compose_config, hydra_context, run_cli, small
+from harness.checkpoint import FOLDER, Checkpoint, restore_refusal, saved_tasks, task_checkpoint
+from harness.job import Job
+from harness.results import load_curves
+from harness.run import execute_job
+from harness.stacked import execute_group
+
+MLP = ["model=mlp", "model.hidden=[6]"]
+
+
+class Stopped(Exception):
+    """The training stopped, as a killed process stops: after a checkpoint was written."""
+
+
+def stop_after(monkeypatch, step: int) -> None:
+    """Checkpoints are saved as usual; training stops right after the one of step `step`."""
+    save = Checkpoint.save
+
+    def save_then_stop(self, state):
+        save(self, state)
+        if state["iteration"] >= step:
+            raise Stopped
+
+    monkeypatch.setattr(Checkpoint, "save", save_then_stop)
+
+
+def jobs_in(folder, cfgs) -> list[Job]:
+    return [Job.of(cfg, folder / f"run{i}") for i, cfg in enumerate(cfgs)]
+
+
+def assert_same_results(folder_a, folder_b, count: int) -> None:
+    """The runs' measurements are the same to the last bit (only their times differ)."""
+    for i in range(count):
+        a = pd.read_parquet(folder_a / f"run{i}" / "metrics.parquet").drop(columns="time_s")
+        b = pd.read_parquet(folder_b / f"run{i}" / "metrics.parquet").drop(columns="time_s")
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+
+def test_a_stopped_stack_goes_on_from_its_checkpoint_as_if_never_stopped(
+    tmp_path, mnist_dir, monkeypatch
+):
+    """A stack with every update path (stacked rules, one instance shared by two seeds, an
+    optimizer's own step) and a member that diverged before the checkpoint (the stack was
+    rebuilt without it), stopped at step 30 of 60, goes on from there: the same measurements,
+    bit for bit, as the stack trained without a stop; run.json says where it went on."""
+    members = [["optimizer=adam"], ["optimizer=momentum"], ["optimizer=lion"]]
+    members += [["optimizer=lion", "seed=8"], ["optimizer=lion", "optimizer.lr=0.003"]]
+    members += [["optimizer=adam", "optimizer.lr=50"]]
+    with hydra_context():
+        base = [f"data.root={mnist_dir}", *small("float64", 60, 10, 5), *MLP]
+        cfgs = [compose_config([*base, *member]) for member in members]
+    straight = execute_group(jobs_in(tmp_path / "straight", cfgs))
+    paths = {r["update_path"] for r in straight}
+    assert {"stacked_rule", "shared_step", "optimizer_step"} <= paths
+    assert straight[-1]["status"] == "diverged" and straight[-1]["diverged_at"] < 30
+
+    with monkeypatch.context() as patched:
+        stop_after(patched, 30)
+        with pytest.raises(Stopped):
+            execute_group(jobs_in(tmp_path / "stopped", cfgs), checkpoint_every_s=0)
+    assert not list((tmp_path / "stopped").rglob("run.json"))  # nothing written but the state
+    resumed = execute_group(jobs_in(tmp_path / "stopped", cfgs), checkpoint_every_s=0)
+
+    assert_same_results(tmp_path / "straight", tmp_path / "stopped", len(cfgs))
+    for a, b in zip(straight, resumed, strict=True):
+        assert (a["status"], a["diverged_at"], a["update_path"], a["resumed_at"]) == (
+            b["status"],
+            b["diverged_at"],
+            b["update_path"],
+            [],
+        )
+        assert b["resumed_at"] == [30]
+    assert not list((tmp_path / "stopped" / FOLDER).iterdir())  # removed once written
+
+
+@pytest.mark.parametrize(
+    "optimizer",
+    [
+        # draws torch's global random numbers for its masks (here half the weights, drawn
+        # again every 10 steps): the random state goes on too
+        ["optimizer=spam", "optimizer.update_proj_gap=10", "optimizer.density=0.5"],
+        ["optimizer=schedulefree_adamwclosure"],  # a closure; train/eval modes
+    ],
+    ids=["spam", "schedulefree_adamwclosure"],
+)
+def test_a_run_trained_alone_goes_on_from_its_checkpoint_as_if_never_stopped(
+    tmp_path, mnist_dir, monkeypatch, optimizer
+):
+    with hydra_context():
+        base = [f"data.root={mnist_dir}", *small("float64", 60, 10, 5), *MLP]
+        cfg = compose_config([*base, *optimizer])
+    execute_job(Job.of(cfg, tmp_path / "straight" / "run0"))
+    job = Job.of(cfg, tmp_path / "stopped" / "run0")
+    with monkeypatch.context() as patched:
+        stop_after(patched, 25)
+        with pytest.raises(Stopped):
+            execute_job(job, checkpoint_every_s=0)
+    record = execute_job(job, checkpoint_every_s=0)
+    assert record["resumed_at"] == [25] and record["engine"] == "single"
+    assert_same_results(tmp_path / "straight", tmp_path / "stopped", 1)
+
+
+def test_an_optimizer_that_keeps_state_outside_its_state_dict_trains_without_checkpoints(
+    tmp_path, mnist_dir
+):
+    """FailingSGD counts its steps in an attribute (it fails at step `fail_at`): a run going on
+    from a checkpoint would count from 0 again and fail later than it does. The probe sees the
+    attribute differ, though the probe's steps are too few to see the failure."""
+    assert restore_refusal(lambda params: FailingSGD(params, fail_at=100, lr=0.1)) == (
+        "it carries state between steps outside its state_dict()"
+    )
+    assert restore_refusal(lambda params: torch.optim.SGD(params, lr=0.1, momentum=0.9)) is None
+    with hydra_context():
+        base = [f"data.root={mnist_dir}", *small("float32", 60, 10, 5), *MLP]
+        cfg = compose_config([*base, "optimizer=sgd"])
+        failing = compose_config(
+            [
+                *base,
+                "optimizer=sgd",
+                "+optimizer.fail_at=100",
+                "optimizer._target_=conftest.FailingSGD",
+            ]
+        )
+    assert task_checkpoint([Job.of(failing, tmp_path / "a")], False, 0) is None
+    assert task_checkpoint([Job.of(cfg, tmp_path / "a")], False, None) is None  # no interval
+    assert task_checkpoint([Job.of(cfg, tmp_path / "a")], False, 0) is not None
+
+
+def test_a_checkpoint_saved_for_other_configs_is_not_used(tmp_path, mnist_dir):
+    with hydra_context():
+        base = [f"data.root={mnist_dir}", *small("float32", 60, 10, 5), *MLP]
+        cfg = compose_config([*base, "optimizer=sgd"])
+        other = compose_config([*base, "optimizer=sgd", "optimizer.lr=0.5"])
+    job = Job.of(cfg, tmp_path / "run0")
+    checkpoint = task_checkpoint([job], False, 0)
+    checkpoint.save({"iteration": 20, "members": {}})
+    assert saved_tasks([job]) == [([0], False)]
+    assert checkpoint.load()["iteration"] == 20
+
+    changed = Job.of(other, tmp_path / "run0")  # the same folder, another config
+    assert saved_tasks([changed]) == []
+    assert task_checkpoint([changed], False, 0).load() is None
+
+
+def test_a_killed_sweep_goes_on_from_its_checkpoints(tmp_path):
+    """SIGKILL to a sweep's process group once a stack has saved a checkpoint past step 250 (of
+    600): the same command goes on from it, and the sweep's curves equal those of a sweep never
+    stopped, bit for bit."""
+    overrides = [
+        "-m",
+        "experiment=smoke",
+        "train.iterations=600",
+        "train.eval_every=200",
+        "hydra.launcher.checkpoint_every_s=0",
+    ]
+    folder = tmp_path / "sweep"
+    cmd = [sys.executable, "-c", "from harness.cli import train; train()", *overrides]
+    proc = subprocess.Popen(
+        [*cmd, f"hydra.sweep.dir={folder}"],
+        cwd=tmp_path,
+        env={**os.environ, "HARNESS_DATA_ROOT": str(MNIST_DIR)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+    def saved_step() -> int:
+        steps = [0]
+        for index in (folder / FOLDER).glob("*.json"):
+            with contextlib.suppress(OSError, ValueError):  # replaced while read
+                steps.append(json.loads(index.read_text())["iteration"])
+        return max(steps)
+
+    deadline = time.monotonic() + 240
+    while saved_step() < 250 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert saved_step() >= 250
+
+    resumed = run_cli(*overrides, f"hydra.sweep.dir={folder}", cwd=tmp_path, timeout=900)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "go on from their checkpoints" in resumed.stdout + resumed.stderr
+    straight = tmp_path / "straight"
+    result = run_cli(*overrides, f"hydra.sweep.dir={straight}", cwd=tmp_path, timeout=900)
+    assert result.returncode == 0, result.stderr
+
+    def curves(path):
+        found = load_curves(path).drop(columns=["time_s", "run_dir"], errors="ignore")
+        return found.sort_values([*found.columns.drop("value")]).reset_index(drop=True)
+
+    pd.testing.assert_frame_equal(curves(folder), curves(straight), check_exact=True)
+    resumed_at = [json.loads(p.read_text())["resumed_at"] for p in folder.rglob("run.json")]
+    assert any(resumed_at) and len(resumed_at) == 8
+    assert not list((folder / FOLDER).iterdir())
