@@ -7,6 +7,7 @@ import argparse
 import logging
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -91,11 +92,21 @@ def _esgd_study(cfg: DictConfig, run_dir: Path, mode: RunMode) -> None:
         exit_with_error("harness-train", str(exc))
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM (`kill`, a scheduler's stop), raised where Ctrl-C raises KeyboardInterrupt: the
+    same way out (the launcher stops its workers, what finished is kept)."""
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise Stopped
+
+
 def train() -> None:
     """`harness-train`: the Hydra app that trains one run, or a sweep with -m."""
     # Hydra would print its own multi-line report of config errors; have them raised instead
     # and turned into one line here.
     os.environ["HYDRA_FULL_ERROR"] = "1"
+    signal.signal(signal.SIGTERM, _stop)
     try:
         _train_app()
     except HarnessError as exc:  # raised outside a job: by the stacked launcher
@@ -104,13 +115,14 @@ def train() -> None:
     except (HydraException, OmegaConfBaseException) as exc:
         discard_invocation()
         exit_with_error("harness-train", _config_error_message(exc))
-    except KeyboardInterrupt:  # Ctrl-C: what finished is written, the runs in training are lost
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: what finished and the checkpoints stay
         print(
             "harness-train: interrupted; the runs that finished are kept, and the same command "
-            "resumes the rest",
+            "resumes the rest (from their last checkpoints)",
             file=sys.stderr,
         )
-        raise SystemExit(130) from None
+        signum = signal.SIGTERM if isinstance(exc, Stopped) else signal.SIGINT
+        raise SystemExit(128 + signum) from None
 
 
 def collect_main(argv: list[str] | None = None) -> None:

@@ -159,9 +159,16 @@ def test_killed_sweep_resumes_every_run_exactly_once(tmp_path, engine):
     assert (runs.status == "completed").all()
 
 
-def test_ctrl_c_stops_a_sweep_in_one_line_and_keeps_what_finished(tmp_path):
-    """Ctrl-C (SIGINT to the process group, worker processes included): exit status 130, one
-    line that says how to resume, no traceback; the runs that finished keep their results."""
+@pytest.mark.parametrize(
+    ("signum", "whole_group"),
+    [(signal.SIGINT, True), (signal.SIGTERM, False)],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_ctrl_c_stops_a_sweep_in_one_line_and_keeps_what_finished(tmp_path, signum, whole_group):
+    """Ctrl-C (SIGINT to the process group, worker processes included) or SIGTERM to the main
+    process alone (`kill`, a scheduler's stop): exit status 128 + the signal, one line that
+    says how to resume, no traceback, no worker left running; the runs that finished keep
+    their results."""
     folder = tmp_path / "sweep"
     overrides = [
         "-m",
@@ -175,15 +182,30 @@ def test_ctrl_c_stops_a_sweep_in_one_line_and_keeps_what_finished(tmp_path):
     deadline = time.monotonic() + 240
     while not list(folder.rglob("run.json")) and time.monotonic() < deadline:
         time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGINT)
+    if whole_group:
+        os.killpg(proc.pid, signum)
+    else:
+        os.kill(proc.pid, signum)
     _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == 128 + signum, stderr
     assert "Traceback" not in stderr
     assert stderr.strip().splitlines()[-1] == (
         "harness-train: interrupted; the runs that finished are kept, and the same command "
-        "resumes the rest"
+        "resumes the rest (from their last checkpoints)"
     )
+    deadline = time.monotonic() + 30
+    while _group_alive(proc.pid) and time.monotonic() < deadline:  # the workers stopped
+        time.sleep(0.1)
+    assert not _group_alive(proc.pid)
     assert len(load_runs(folder)) == len(list(folder.rglob("run.json"))) >= 1
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def test_parallel_joblib_workers_give_the_sequential_results(tmp_path):
