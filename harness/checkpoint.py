@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -238,8 +239,9 @@ def restore_refusal(make_optimizer: Callable[..., torch.optim.Optimizer]) -> str
         for _ in range(count):
             take_step(optimizer, needs, loss)
 
-    try:
-        with torch.random.fork_rng():
+    try:  # quietly: warnings of the probe's own steps (AdaHessian's create_graph) say nothing
+        with torch.random.fork_rng(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             torch.manual_seed(5)
             params, optimizer = build(start)
             steps(params, optimizer, PROBE_STEPS)
