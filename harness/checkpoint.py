@@ -31,6 +31,7 @@ from omegaconf import OmegaConf
 
 from harness.building import optimizer_factory
 from harness.identity import config_hash
+from harness.results import RUN_FILE
 from harness.stepping import in_train_mode, needs_of, take_step
 
 if TYPE_CHECKING:
@@ -107,9 +108,14 @@ class Checkpoint:
         return state
 
     def remove(self) -> None:
-        for path in (self.index_path, self.state_path):
-            path.unlink(missing_ok=True)
-            path.with_name(path.name + ".partial").unlink(missing_ok=True)  # a save cut short
+        _remove(self.index_path)
+
+
+def _remove(index_path: Path) -> None:
+    """Remove the checkpoint of `index_path`: its index, its state, and a save cut short."""
+    for path in (index_path, index_path.with_suffix(".pt")):
+        path.unlink(missing_ok=True)
+        path.with_name(path.name + ".partial").unlink(missing_ok=True)
 
 
 def task_checkpoint(jobs: Sequence[Job], stacked: bool, every_s: float | None) -> Checkpoint | None:
@@ -130,12 +136,16 @@ def task_checkpoint(jobs: Sequence[Job], stacked: bool, every_s: float | None) -
 def saved_tasks(jobs: Sequence[Job]) -> list[tuple[list[int], bool]]:
     """The tasks of the checkpoints saved in the sweep folders of `jobs` whose runs are all among
     them, with the configs they were saved for: (positions in `jobs`, in the order the task
-    trained them; stacked). A job is in one of them at most."""
+    trained them; stacked). A job is in one of them at most. A checkpoint whose runs were all
+    written (a stop between writing them and removing it) is removed."""
     position = {(job.out_dir.parent, job.out_dir.name): i for i, job in enumerate(jobs)}
     tasks, taken = [], set()
     for sweep in sorted({job.out_dir.parent for job in jobs}):
         for index_path in sorted((sweep / FOLDER).glob("*.json")):
             index = json.loads(index_path.read_text())
+            if all((sweep / name / RUN_FILE).exists() for name in index["runs"]):
+                _remove(index_path)
+                continue
             runs = [position.get((sweep, name)) for name in index["runs"]]
             if None in runs or taken & set(runs):
                 continue

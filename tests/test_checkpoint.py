@@ -145,7 +145,9 @@ def test_an_optimizer_that_keeps_state_outside_its_state_dict_trains_without_che
     assert task_checkpoint([Job.of(cfg, tmp_path / "a")], False, 0) is not None
 
 
-def test_a_checkpoint_saved_for_other_configs_is_not_used(tmp_path, mnist_dir):
+def test_a_checkpoint_saved_for_other_configs_is_not_used_and_one_written_is_removed(
+    tmp_path, mnist_dir
+):
     with hydra_context():
         base = [f"data.root={mnist_dir}", *small("float32", 60, 10, 5), *MLP]
         cfg = compose_config([*base, "optimizer=sgd"])
@@ -159,6 +161,12 @@ def test_a_checkpoint_saved_for_other_configs_is_not_used(tmp_path, mnist_dir):
     changed = Job.of(other, tmp_path / "run0")  # the same folder, another config
     assert saved_tasks([changed]) == []
     assert task_checkpoint([changed], False, 0).load() is None
+
+    # its run written, the checkpoint was not removed (stopped in between): it goes now
+    (tmp_path / "run0").mkdir()
+    (tmp_path / "run0" / "run.json").write_text("{}")
+    another_run = Job.of(cfg, tmp_path / "run1")  # the sweep's other job, still to train
+    assert saved_tasks([another_run]) == [] and not list((tmp_path / FOLDER).iterdir())
 
 
 def test_a_killed_sweep_goes_on_from_its_checkpoints(tmp_path):
