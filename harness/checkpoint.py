@@ -133,11 +133,12 @@ def task_checkpoint(jobs: Sequence[Job], stacked: bool, every_s: float | None) -
     return Checkpoint(folders.pop() / FOLDER, runs, hashes, stacked, every_s)
 
 
-def saved_tasks(jobs: Sequence[Job]) -> list[tuple[list[int], bool]]:
+def saved_tasks(jobs: Sequence[Job]) -> list[tuple[list[int], bool, int]]:
     """The tasks of the checkpoints saved in the sweep folders of `jobs` whose runs are all among
     them, with the configs they were saved for: (positions in `jobs`, in the order the task
-    trained them; stacked). A job is in one of them at most. A checkpoint whose runs were all
-    written (a stop between writing them and removing it) is removed."""
+    trained them; stacked; the step it goes on from). A job is in one of them at most. A
+    checkpoint whose runs were all written (a stop between writing them and removing it) is
+    removed."""
     position = {(job.out_dir.parent, job.out_dir.name): i for i, job in enumerate(jobs)}
     tasks, taken = [], set()
     for sweep in sorted({job.out_dir.parent for job in jobs}):
@@ -152,7 +153,7 @@ def saved_tasks(jobs: Sequence[Job]) -> list[tuple[list[int], bool]]:
             if [_hash(jobs[i]) for i in runs] != index["config_hashes"]:
                 continue
             taken |= set(runs)
-            tasks.append((runs, bool(index["stacked"])))
+            tasks.append((runs, bool(index["stacked"]), int(index["iteration"])))
     return tasks
 
 

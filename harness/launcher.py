@@ -89,6 +89,7 @@ class Task:
     jobs: list[int]  # positions in the sweep's job list
     stacked: bool
     here: bool = False  # train.engine=single: in this process, one run after another
+    trained: int = 0  # steps it trained before, going on from its checkpoint
 
 
 def estimated_seconds(job: Job) -> float | None:
@@ -114,8 +115,8 @@ def plan(
     as one. The runs of a task that saved a checkpoint (harness.checkpoint) are that task again,
     to go on from it."""
     tasks = [
-        Task(runs, stacked, here=requested_engine(jobs[runs[0]].cfg) == "single")
-        for runs, stacked in checkpoint.saved_tasks(jobs)
+        Task(runs, stacked, requested_engine(jobs[runs[0]].cfg) == "single", trained)
+        for runs, stacked, trained in checkpoint.saved_tasks(jobs)
     ]
     resumed = {i for task in tasks for i in task.jobs}
     if tasks:
@@ -257,6 +258,10 @@ def execute_jobs(
     log.info("training %d runs as %d tasks", len(jobs), len(tasks))
     seconds = [estimated_seconds(job) for job in jobs]
     known = all(s is not None for s in seconds)
+    if known:  # what is left of a task that goes on from its checkpoint
+        for task in tasks:
+            for i in task.jobs:
+                seconds[i] *= 1 - task.trained / _iterations(jobs[i].cfg)
     progress = Progress(len(jobs), costs=seconds if known else None)
 
     def record(task: Task, results: list[dict[str, Any]]) -> None:

@@ -16,6 +16,7 @@ import torch
 from conftest import MNIST_DIR, FailingSGD, compose_config, hydra_context, run_cli, small
 from harness.checkpoint import FOLDER, Checkpoint, restore_refusal, saved_tasks, task_checkpoint
 from harness.job import Job
+from harness.launcher import plan
 from harness.results import load_curves
 from harness.run import execute_job
 from harness.stacked import execute_group
@@ -155,7 +156,9 @@ def test_a_checkpoint_saved_for_other_configs_is_not_used_and_one_written_is_rem
     job = Job.of(cfg, tmp_path / "run0")
     checkpoint = task_checkpoint([job], False, 0)
     checkpoint.save({"iteration": 20, "members": {}})
-    assert saved_tasks([job]) == [([0], False)]
+    assert saved_tasks([job]) == [([0], False, 20)]
+    (task,) = plan([job], parts=1)  # trained as the task it was, 20 steps of it done
+    assert (task.jobs, task.stacked, task.trained) == ([0], False, 20)
     assert checkpoint.load()["iteration"] == 20
 
     changed = Job.of(other, tmp_path / "run0")  # the same folder, another config
