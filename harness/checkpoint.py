@@ -19,6 +19,7 @@ import hashlib
 import io
 import json
 import logging
+import math
 import os
 import time
 import warnings
@@ -46,18 +47,20 @@ FORMAT = 1  # the saved state's layout; a checkpoint of another layout is not us
 class Checkpoint:
     """Where a task saves its training's state, and how often: `due` at most every `every_s`
     seconds. `runs` are its runs' folder names and `hashes` their config hashes, in the order
-    the task trains them; `stacked` says which engine trains it. A checkpoint found for other
-    configs is not used."""
+    the task trains them; `execution` says how it trains (engine, device), `layout` (set by the
+    engine's caller) its members in the loop's order with their update paths. A checkpoint
+    found for other configs, another execution or another layout is not used."""
 
     def __init__(
         self,
         folder: Path,
         runs: Sequence[str],
         hashes: Sequence[str],
-        stacked: bool,
+        execution: Sequence[str],
         every_s: float,
     ) -> None:
-        self.runs, self.hashes, self.stacked = list(runs), list(hashes), stacked
+        self.runs, self.hashes, self.execution = list(runs), list(hashes), list(execution)
+        self.layout: list[str] = []
         self.every_s = every_s
         name = hashlib.sha256("\n".join(sorted(self.runs)).encode()).hexdigest()[:16]
         self.state_path = folder / f"{name}.pt"
@@ -69,68 +72,97 @@ class Checkpoint:
         return time.monotonic() - self.last_saved >= self.every_s
 
     def save(self, state: dict[str, Any]) -> None:
-        """Write `state` (the engine's) atomically: a kill while writing leaves the last one."""
+        """Write `state` (the engine's) atomically, with what it was saved for: a kill while
+        writing leaves the last one (each file is replaced whole; the state says itself what it
+        belongs to, the index is what planning reads)."""
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        wall_s = self.earlier_wall_s + time.monotonic() - self.opened
+        index = {**self._identity(), "iteration": state["iteration"], "wall_s": wall_s}
         for path, write in (
-            (self.state_path, lambda f: torch.save({"format": FORMAT, **state}, f)),
-            (self.index_path, lambda f: f.write(json.dumps(self._index(state)).encode())),
+            (self.state_path, lambda f: torch.save({**index, "state": state}, f)),
+            (self.index_path, lambda f: f.write(json.dumps(index).encode())),
         ):
-            partial = path.with_name(path.name + ".partial")
+            partial = path.with_name(f"{path.name}.{os.getpid()}.partial")  # one per writer
             with open(partial, "wb") as f:
                 write(f)
             os.replace(partial, path)
         self.last_saved = time.monotonic()
 
-    def _index(self, state: dict[str, Any]) -> dict[str, Any]:
+    def _identity(self) -> dict[str, Any]:
         return {
+            "format": FORMAT,
             "runs": self.runs,
             "config_hashes": self.hashes,
-            "stacked": self.stacked,
-            "iteration": state["iteration"],
-            "wall_s": self.earlier_wall_s + time.monotonic() - self.opened,
+            "execution": self.execution,
+            "layout": self.layout,
         }
 
     def load(self) -> dict[str, Any] | None:
-        """The saved state, or None: none saved, or saved for other configs or another layout
+        """The saved state, or None: none saved, or one that cannot be read or was saved for
+        other configs, another execution or layout, or by another version of this module
         (then training starts over, and the next save replaces it)."""
-        if not self.index_path.exists() or not self.state_path.exists():
+        if not self.state_path.exists():
             return None
-        index = json.loads(self.index_path.read_text())
-        if index["runs"] != self.runs or index["config_hashes"] != self.hashes:
-            log.warning("%s was saved for other configs: not used", self.state_path)
+        try:
+            saved = torch.load(self.state_path, map_location="cpu", weights_only=False)
+        except Exception as exc:  # noqa: BLE001 - a file cut short, or of other code
+            log.warning("%s cannot be read (%s): not used", self.state_path, exc)
             return None
-        state = torch.load(self.state_path, map_location="cpu", weights_only=False)
-        if state.pop("format", None) != FORMAT:
-            log.warning("%s has another layout: not used", self.state_path)
+        identity = {key: saved.get(key) for key in self._identity()}
+        if identity != self._identity():
+            log.warning("%s was saved for another task or layout: not used", self.state_path)
             return None
-        log.info("going on from %s at step %d", self.state_path, state["iteration"])
-        self.earlier_wall_s = index["wall_s"]
-        return state
+        log.info("going on from %s at step %d", self.state_path, saved["iteration"])
+        self.earlier_wall_s = saved["wall_s"]
+        return saved["state"]
 
     def remove(self) -> None:
         _remove(self.index_path)
 
 
 def _remove(index_path: Path) -> None:
-    """Remove the checkpoint of `index_path`: its index, its state, and a save cut short."""
+    """Remove the checkpoint of `index_path`: its index, its state, and saves cut short."""
     for path in (index_path, index_path.with_suffix(".pt")):
         path.unlink(missing_ok=True)
-        path.with_name(path.name + ".partial").unlink(missing_ok=True)
+        for partial in path.parent.glob(f"{path.name}.*.partial"):
+            partial.unlink(missing_ok=True)
 
 
 def task_checkpoint(jobs: Sequence[Job], stacked: bool, every_s: float | None) -> Checkpoint | None:
     """The checkpoint of a task that trains `jobs` of one sweep folder, in this order (None: it
-    trains without: no interval given, or an optimizer that `restore_refusal` refuses)."""
+    trains without). With `every_s` None it saves none, but goes on from one saved earlier.
+    Refused: a problem that steps several optimizers (sparse embedding tables), or an
+    optimizer that `restore_refusal` refuses (a warning says which)."""
     folders = {job.out_dir.parent for job in jobs}
-    if every_s is None or len(folders) != 1:
+    if len(folders) != 1:
         return None
-    for job in jobs:
-        reason = _refusal(job)
-        if reason is not None:
-            log.info("training without checkpoints: optimizer %s: %s", _target(job), reason)
-            return None
+    folder = folders.pop() / FOLDER
     runs, hashes = [job.out_dir.name for job in jobs], [_hash(job) for job in jobs]
-    return Checkpoint(folders.pop() / FOLDER, runs, hashes, stacked, every_s)
+    checkpoint = Checkpoint(folder, runs, hashes, _execution(jobs[0], stacked), every_s or 0.0)
+    if every_s is None:
+        if not checkpoint.state_path.exists():
+            return None
+        checkpoint.every_s = math.inf
+    for job in jobs:
+        reason = _problem_refusal(job) or _refusal(job)
+        if reason is not None:
+            log.warning("training %d runs without checkpoints: %s", len(jobs), reason)
+            return None
+    return checkpoint
+
+
+def _execution(job: Job, stacked: bool) -> list[str]:
+    """How a task trains, beside what its configs compute: its engine and device (a checkpoint
+    of a stack on a GPU is not a lone run's on this CPU)."""
+    return ["stacked" if stacked else "single", str(job.cfg.device)]
+
+
+def _problem_refusal(job: Job) -> str | None:
+    from harness.problems import Problem  # the problems import the engine, which imports this
+
+    if type(job.problem).parameter_groups is not Problem.parameter_groups:
+        return f"its problem {type(job.problem).__name__} steps several optimizers"
+    return None
 
 
 def saved_tasks(jobs: Sequence[Job]) -> list[tuple[list[int], bool, int]]:
@@ -143,26 +175,28 @@ def saved_tasks(jobs: Sequence[Job]) -> list[tuple[list[int], bool, int]]:
     tasks, taken = [], set()
     for sweep in sorted({job.out_dir.parent for job in jobs}):
         for index_path in sorted((sweep / FOLDER).glob("*.json")):
-            index = json.loads(index_path.read_text())
-            if all((sweep / name / RUN_FILE).exists() for name in index["runs"]):
+            try:
+                index = json.loads(index_path.read_text())
+                names, stacked = index["runs"], index["execution"][0] == "stacked"
+            except (OSError, ValueError, KeyError, IndexError):  # not one this module wrote
+                log.warning("%s cannot be read: not used", index_path)
+                continue
+            if all((sweep / name / RUN_FILE).exists() for name in names):
                 _remove(index_path)
                 continue
-            runs = [position.get((sweep, name)) for name in index["runs"]]
+            runs = [position.get((sweep, name)) for name in names]
             if None in runs or taken & set(runs):
                 continue
-            if [_hash(jobs[i]) for i in runs] != index["config_hashes"]:
+            found = [_hash(jobs[i]) for i in runs], _execution(jobs[runs[0]], stacked)
+            if found != (index["config_hashes"], index["execution"]):
                 continue
             taken |= set(runs)
-            tasks.append((runs, bool(index["stacked"]), int(index["iteration"])))
+            tasks.append((runs, stacked, int(index["iteration"])))
     return tasks
 
 
 def _hash(job: Job) -> str:
     return config_hash(OmegaConf.to_container(job.cfg, resolve=True))
-
-
-def _target(job: Job) -> str:
-    return str(job.cfg.optimizer.get("_target_"))
 
 
 # restore_refusal's outcome per optimizer config and run length: probed once per sweep, where
@@ -193,17 +227,17 @@ def _refusal(job: Job) -> str | None:
 
 
 def rng_state() -> dict[str, Any]:
-    """torch's global random state (CPU, and CUDA where it is in use)."""
+    """torch's global random state (CPU, and the current GPU's where CUDA is in use)."""
     state = {"cpu": torch.get_rng_state()}
     if torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+        state["cuda"] = torch.cuda.get_rng_state()
     return state
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["cpu"])
     if "cuda" in state:
-        torch.cuda.set_rng_state_all(state["cuda"])
+        torch.cuda.set_rng_state(state["cuda"])
 
 
 def load_optimizer_state(optimizer: torch.optim.Optimizer, saved: dict[str, Any]) -> None:
@@ -216,9 +250,25 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, saved: dict[str, Any]
     param_of = dict(zip(ids, params, strict=True))
     for key, values in saved["state"].items():  # a parameter's index, or a key of its own
         live = optimizer.state[param_of.get(key, key)]
-        for name, value in values.items() if isinstance(values, dict) else ():
-            if isinstance(value, torch.Tensor) and live[name].dtype != value.dtype:
-                live[name] = value.to(live[name].device)
+        if isinstance(values, dict):
+            for name, value in values.items():
+                live[name] = _in_saved_dtypes(live[name], value)
+
+
+def _in_saved_dtypes(live: Any, saved: Any) -> Any:
+    """`live` (a loaded state value: a tensor, or lists and dicts of them, as torch casts them)
+    with every tensor in the dtype `saved` has, on the device `live` has."""
+    if isinstance(live, torch.Tensor) and isinstance(saved, torch.Tensor):
+        return live if live.dtype == saved.dtype else saved.to(live.device)
+    if isinstance(live, dict) and isinstance(saved, dict):
+        return {k: _in_saved_dtypes(v, saved[k]) if k in saved else v for k, v in live.items()}
+    if (
+        isinstance(live, list | tuple)
+        and isinstance(saved, list | tuple)
+        and len(live) == len(saved)
+    ):
+        return type(live)(_in_saved_dtypes(a, b) for a, b in zip(live, saved, strict=True))
+    return live
 
 
 PROBE_STEPS = 6  # the probe's steps, half before its checkpoint and half after
@@ -272,28 +322,50 @@ def restore_refusal(make_optimizer: Callable[..., torch.optim.Optimizer]) -> str
     except Exception as exc:  # any failure on the probe: do not checkpoint it
         return f"it failed on the checkpoint probe ({type(exc).__name__}: {exc})"
     same = all(torch.equal(a, b.detach()) for a, b in zip(straight, params, strict=True))
-    if not same or not _equal(straight_attributes, _attributes(optimizer)):
+    restored_attributes = _attributes(optimizer)
+    compared = [  # a cache computed when first needed (L-BFGS's _numel_cache) is no state
+        name
+        for name in straight_attributes.keys() | restored_attributes.keys()
+        if straight_attributes.get(name) is not None and restored_attributes.get(name) is not None
+    ]
+    if not same or not all(
+        _equal(straight_attributes[name], restored_attributes[name]) for name in compared
+    ):
         return "it carries state between steps outside its state_dict()"
     return None
 
 
 def _attributes(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     """The optimizer's own values outside its state_dict (a step counter kept as an attribute,
-    which may matter only after the probe's steps, as a step at which it does something)."""
+    which may matter only after the probe's steps, as a step at which it does something),
+    private ones too: numbers, strings, tensors and lists of them."""
     outside = {"state", "param_groups", "defaults"}
     return {
         name: value
         for name, value in vars(optimizer).items()
-        if name not in outside
-        and not name.startswith("_")
-        and isinstance(value, int | float | str | torch.Tensor | None)
+        if name not in outside and _plain(value)
     }
 
 
-def _equal(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return a.keys() == b.keys() and all(
-        torch.equal(a[k], b[k]) if isinstance(a[k], torch.Tensor) else a[k] == b[k] for k in a
-    )
+def _plain(value: Any) -> bool:
+    if isinstance(value, list | tuple):
+        return all(_plain(v) for v in value)
+    return isinstance(value, int | float | str | torch.Tensor | None)
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """Equal values, NaN equal to NaN (a NaN kept as an attribute is not a difference)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        if (a.shape, a.dtype) != (b.shape, b.dtype):
+            return False
+        return torch.equal(a, b) or bool(torch.isclose(a, b, 0, 0, equal_nan=True).all())
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return type(a) is type(b) and a == b
 
 
 def _round_trip(state: dict[str, Any]) -> dict[str, Any]:

@@ -261,7 +261,7 @@ def execute_jobs(
     if known:  # what is left of a task that goes on from its checkpoint
         for task in tasks:
             for i in task.jobs:
-                seconds[i] *= 1 - task.trained / _iterations(jobs[i].cfg)
+                seconds[i] *= max(0.0, 1 - task.trained / _iterations(jobs[i].cfg))
     progress = Progress(len(jobs), costs=seconds if known else None)
 
     def record(task: Task, results: list[dict[str, Any]]) -> None:
@@ -322,7 +322,7 @@ def _train_in_workers(
         try:
             for future in concurrent.futures.as_completed(futures):
                 record(futures[future], future.result())
-        except KeyboardInterrupt:  # the stacks in training are lost, those done are written
+        except KeyboardInterrupt:  # those done are written, those in training have checkpoints
             for process in list(pool._processes.values()):  # no public way to stop a task
                 process.terminate()
             pool.shutdown(wait=False, cancel_futures=True)

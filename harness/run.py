@@ -436,6 +436,8 @@ def train_single(
     `checkpoint`, and saving it, where one is given)."""
     setup = run.setup
     members = engine.Alone(run.model, run.optimizer, run.scheduler, setup.problem, setup.data)
+    if checkpoint is not None:
+        checkpoint.layout = [f"{run.out_dir.name}: {single_update_path(run.optimizer)}"]
     (outcome,) = engine.train(
         members,
         setup.problem,

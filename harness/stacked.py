@@ -327,6 +327,8 @@ def train_stack(
         SHARED_STEP if found == SHARED_STEP else path
         for path, found in zip(paths, members.stepper.paths(), strict=True)
     ]
+    if checkpoint is not None:  # one saved for another order or other paths is not used
+        checkpoint.layout = [f"{r.out_dir.name}: {p}" for r, p in zip(stacked, paths, strict=True)]
     if len({r.order_seed for r in stacked}) == 1:
         order_of = runs[0].order_generator()  # one data order: one product for all models
     else:

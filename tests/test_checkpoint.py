@@ -172,6 +172,41 @@ def test_a_checkpoint_saved_for_other_configs_is_not_used_and_one_written_is_rem
     assert saved_tasks([another_run]) == [] and not list((tmp_path / FOLDER).iterdir())
 
 
+def test_a_checkpoint_of_another_layout_or_that_cannot_be_read_is_not_used(tmp_path, mnist_dir):
+    """Members in another order or on other update paths (code changed between two sittings,
+    a probe that decided otherwise), another engine, or a file cut short: the task starts
+    over instead of loading weights into the wrong models, and says why."""
+    with hydra_context():
+        base = [f"data.root={mnist_dir}", *small("float32", 60, 10, 5), *MLP]
+        cfg = compose_config([*base, "optimizer=sgd"])
+    job = Job.of(cfg, tmp_path / "run0")
+    checkpoint = task_checkpoint([job], False, 0)
+    checkpoint.layout = ["run0: stacked_rule"]
+    checkpoint.save({"iteration": 20})
+    reread = task_checkpoint([job], False, 0)
+    reread.layout = ["run0: optimizer_step"]
+    assert reread.load() is None
+    reread.layout = checkpoint.layout
+    assert reread.load() == {"iteration": 20}
+    assert saved_tasks([job]) == [([0], False, 20)]
+    assert task_checkpoint([job], True, 0).load() is None  # saved by a lone run, not a stack
+
+    checkpoint.state_path.write_bytes(checkpoint.state_path.read_bytes()[:100])  # cut short
+    assert reread.load() is None
+    checkpoint.index_path.write_text("{")
+    assert saved_tasks([job]) == []
+
+
+def test_a_problem_that_steps_several_optimizers_trains_without_checkpoints(tmp_path):
+    """Ratings with sparse embedding tables: SparseAdam for the tables beside Adam for the
+    rest, which the probe does not cover."""
+    from test_ratings import RATINGS_RUN
+
+    with hydra_context():
+        cfg = compose_config([*RATINGS_RUN, "problem.tables=sparse_adam", "optimizer=adam"])
+    assert task_checkpoint([Job.of(cfg, tmp_path / "run0")], False, 0) is None
+
+
 def test_a_killed_sweep_goes_on_from_its_checkpoints(tmp_path):
     """SIGKILL to a sweep's process group once a stack has saved a checkpoint past step 250 (of
     600): the same command goes on from it, and the sweep's curves equal those of a sweep never
