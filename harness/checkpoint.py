@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FOLDER = ".checkpoints"  # inside the sweep folder, beside the run folders
-FORMAT = 1  # the saved state's layout; a checkpoint of another layout is not used
+FORMAT = 2  # the saved file's layout (2: the state beside what it was saved for)
 
 
 class Checkpoint:
