@@ -62,6 +62,7 @@ class Outcome:
     error: str | None = None  # why it failed, in one line
     update_path: str | None = None  # how a stack updated it (harness.stacked_rules)
     resumed_at: tuple[int, ...] = ()  # the steps from which it went on from a checkpoint
+    earlier_wall_s: float = 0.0  # wall time of the sittings up to the checkpoint it went on from
 
 
 def logged_hyperparameters(optimizer: torch.optim.Optimizer) -> dict[str, float]:
@@ -259,6 +260,7 @@ def train(
     losses: torch.Tensor | None = None  # the last log_every losses of each position, on the device
     train_time = 0.0
     resumed_at: tuple[int, ...] = ()
+    earlier_wall_s = 0.0
 
     def evaluation(iteration: int) -> list[float]:
         """Record every active member's metrics; their training losses."""
@@ -315,6 +317,7 @@ def train(
             members.keep(active)
         members.load_state_dict(saved["members"])
         set_rng_state(saved["random"])
+        earlier_wall_s = checkpoint.earlier_wall_s
     bar = tqdm(
         initial=start, total=schedule.iterations, disable=not progress, mininterval=1.0, unit="it"
     )
@@ -354,6 +357,6 @@ def train(
             tic = time.perf_counter()
     bar.close()
     return [
-        Outcome(s, r, d, train_time, e, resumed_at=resumed_at)
+        Outcome(s, r, d, train_time, e, resumed_at=resumed_at, earlier_wall_s=earlier_wall_s)
         for s, r, d, e in zip(status, recorders, diverged_at, errors, strict=True)
     ]

@@ -407,7 +407,7 @@ def finish(
         "train_time_s": outcome.train_time_s,
         "resumed_at": list(outcome.resumed_at),
         "step_time_alone_s": run.step_time_alone_s,
-        "wall_time_s": time.perf_counter() - run.started,
+        "wall_time_s": time.perf_counter() - run.started + outcome.earlier_wall_s,
         "device": str(run.device),
         "threads": torch.get_num_threads(),
         "host": socket.gethostname(),
@@ -475,8 +475,6 @@ def execute_job(job: Job, checkpoint_every_s: float | None = None) -> dict[str, 
     )
     checkpoint = task_checkpoint([job], False, checkpoint_every_s)
     outcome = train_single(run, show_progress(cfg.train.progress), checkpoint)
-    if checkpoint is not None:  # its wall time includes the sittings it went on from
-        run.started -= checkpoint.earlier_wall_s
     record = finish(run, outcome, "single", single_update_path(run.optimizer))
     if checkpoint is not None:
         checkpoint.remove()

@@ -421,9 +421,6 @@ def execute_group(
     checkpoint = task_checkpoint(jobs, True, checkpoint_every_s)
     progress = run_module.show_progress(cfg.train.progress)
     outcomes = train_stack(runs, progress=progress, checkpoint=checkpoint)
-    if checkpoint is not None:  # their wall time includes the sittings they went on from
-        for r in runs:
-            r.started -= checkpoint.earlier_wall_s
     records = [
         run_module.finish(r, o, "stacked", o.update_path)
         for r, o in zip(runs, outcomes, strict=True)
