@@ -282,11 +282,10 @@ def restore_refusal(make_optimizer: Callable[..., torch.optim.Optimizer]) -> str
     step is taken as the engine takes it (a closure, second-order backward: `take_step`). An
     optimizer that carries anything between steps outside its state_dict (an attribute of its
     own) differs."""
-    from harness.stacked_rules import PROBE_SHAPES  # the stacked rules load states with this
-
     generator = torch.Generator().manual_seed(4)
-    start = [torch.randn(*s, dtype=torch.float64, generator=generator) for s in PROBE_SHAPES]
-    targets = [torch.randn(*s, dtype=torch.float64, generator=generator) for s in PROBE_SHAPES]
+    shapes = ((3, 8), (2, 3), (2,))  # a hidden matrix, a head and its bias (Muon's split)
+    start = [torch.randn(*s, dtype=torch.float64, generator=generator) for s in shapes]
+    targets = [torch.randn(*s, dtype=torch.float64, generator=generator) for s in shapes]
 
     def build(values: list[torch.Tensor]) -> tuple[list[torch.nn.Parameter], Any]:
         params = [torch.nn.Parameter(v.clone()) for v in values]
