@@ -32,7 +32,7 @@ from omegaconf import OmegaConf
 
 from harness.building import optimizer_factory
 from harness.identity import config_hash
-from harness.results import RUN_FILE
+from harness.results import CHECKPOINTS_FOLDER, RUN_FILE
 from harness.stepping import in_train_mode, needs_of, take_step
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FOLDER = ".checkpoints"  # inside the sweep folder, beside the run folders
+FOLDER = CHECKPOINTS_FOLDER  # inside the sweep folder, beside the run folders
 FORMAT = 2  # the saved file's layout (2: the state beside what it was saved for)
 
 
@@ -165,33 +165,71 @@ def _problem_refusal(job: Job) -> str | None:
     return None
 
 
+def tidy(sweep: Path) -> list[dict[str, Any]]:
+    """The indexes of the checkpoints in the sweep folder `sweep` that a task may go on from,
+    once the folder is tidied (called where a sweep is planned, when none of its tasks writes):
+    a state whose index is missing (a task's first save stopped between its two writes) gets
+    its index back from the state, which holds it; a checkpoint whose runs were all written (a
+    stop between writing them and removing it) is removed, and so are saves cut short."""
+    folder = sweep / FOLDER
+    for partial in folder.glob("*.partial"):
+        partial.unlink(missing_ok=True)
+    for state_path in folder.glob("*.pt"):
+        if not state_path.with_suffix(".json").exists():
+            _restore_index(state_path)
+    indexes = []
+    for index_path in sorted(folder.glob("*.json")):
+        try:
+            saved = json.loads(index_path.read_text())
+            index = {
+                "runs": list(saved["runs"]),
+                "config_hashes": list(saved["config_hashes"]),
+                "execution": list(saved["execution"]),
+                "stacked": saved["execution"][0] == "stacked",
+                "iteration": int(saved["iteration"]),
+            }
+        except (OSError, ValueError, KeyError, IndexError, TypeError):  # not this module's
+            log.warning("%s cannot be read: not used", index_path)
+            continue
+        if all((sweep / name / RUN_FILE).exists() for name in index["runs"]):
+            _remove(index_path)
+        else:
+            indexes.append(index)
+    return indexes
+
+
+def _restore_index(state_path: Path) -> None:
+    """Write the index of the state at `state_path` from the state (a state that cannot be read
+    is removed: a task that would go on from it starts over)."""
+    try:
+        saved = torch.load(state_path, map_location="cpu", weights_only=False)
+        index = {key: value for key, value in saved.items() if key != "state"}
+        text = json.dumps(index)
+    except Exception as exc:  # noqa: BLE001 - a file of other code: not used either way
+        log.warning("%s cannot be read (%s): removed", state_path, exc)
+        state_path.unlink(missing_ok=True)
+        return
+    state_path.with_suffix(".json").write_text(text)
+    log.info("%s: its index written again from it", state_path)
+
+
 def saved_tasks(jobs: Sequence[Job]) -> list[tuple[list[int], bool, int]]:
-    """The tasks of the checkpoints saved in the sweep folders of `jobs` whose runs are all among
-    them, with the configs they were saved for: (positions in `jobs`, in the order the task
-    trained them; stacked; the step it goes on from). A job is in one of them at most. A
-    checkpoint whose runs were all written (a stop between writing them and removing it) is
-    removed."""
+    """The tasks of the checkpoints saved in the sweep folders of `jobs` (`tidy`) whose runs are
+    all among them, with the configs they were saved for: (positions in `jobs`, in the order
+    the task trained them; stacked; the step it goes on from). A job is in one of them at
+    most."""
     position = {(job.out_dir.parent, job.out_dir.name): i for i, job in enumerate(jobs)}
     tasks, taken = [], set()
     for sweep in sorted({job.out_dir.parent for job in jobs}):
-        for index_path in sorted((sweep / FOLDER).glob("*.json")):
-            try:
-                index = json.loads(index_path.read_text())
-                names, stacked = index["runs"], index["execution"][0] == "stacked"
-            except (OSError, ValueError, KeyError, IndexError):  # not one this module wrote
-                log.warning("%s cannot be read: not used", index_path)
-                continue
-            if all((sweep / name / RUN_FILE).exists() for name in names):
-                _remove(index_path)
-                continue
-            runs = [position.get((sweep, name)) for name in names]
+        for index in tidy(sweep):
+            runs = [position.get((sweep, name)) for name in index["runs"]]
             if None in runs or taken & set(runs):
                 continue
-            found = [_hash(jobs[i]) for i in runs], _execution(jobs[runs[0]], stacked)
+            found = [_hash(jobs[i]) for i in runs], _execution(jobs[runs[0]], index["stacked"])
             if found != (index["config_hashes"], index["execution"]):
                 continue
             taken |= set(runs)
-            tasks.append((runs, stacked, int(index["iteration"])))
+            tasks.append((runs, index["stacked"], index["iteration"]))
     return tasks
 
 

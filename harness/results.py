@@ -31,6 +31,8 @@ SWEEP_FILE = "sweep.json"
 # What a sweep's planning measured (its checks, step times and stacking probes), kept for its
 # resumes (harness.planning writes it).
 PLANNING_FILE = "planning.json"
+# The checkpoints of a sweep's tasks in flight (harness.checkpoint writes them).
+CHECKPOINTS_FOLDER = ".checkpoints"
 METRIC_COLUMNS = ["iteration", "epoch", "time_s", "metric", "value"]
 
 

@@ -172,6 +172,27 @@ def test_a_checkpoint_saved_for_other_configs_is_not_used_and_one_written_is_rem
     assert saved_tasks([another_run]) == [] and not list((tmp_path / FOLDER).iterdir())
 
 
+def test_a_state_saved_without_its_index_gets_it_back_and_saves_cut_short_go(tmp_path, mnist_dir):
+    """A task's first save stopped between its two writes: the state is used all the same (it
+    holds its index); one that cannot be read, and the partial files of cut writes, go."""
+    with hydra_context():
+        cfg = compose_config([f"data.root={mnist_dir}", *small("float32", 60, 10, 5), *MLP])
+    job = Job.of(cfg, tmp_path / "run0")
+    checkpoint = task_checkpoint([job], False, 0)
+    checkpoint.save({"iteration": 20})
+    index = json.loads(checkpoint.index_path.read_text())
+    checkpoint.index_path.unlink()
+    cut = checkpoint.state_path.with_name(f"{checkpoint.state_path.name}.123.partial")
+    cut.write_bytes(b"cut")
+    unreadable = tmp_path / FOLDER / "0123456789abcdef.pt"
+    unreadable.write_bytes(b"not a checkpoint")
+
+    assert saved_tasks([job]) == [([0], False, 20)]
+    assert json.loads(checkpoint.index_path.read_text()) == index
+    assert set((tmp_path / FOLDER).iterdir()) == {checkpoint.state_path, checkpoint.index_path}
+    assert task_checkpoint([job], False, 0).load() == {"iteration": 20}
+
+
 def test_a_checkpoint_of_another_layout_or_that_cannot_be_read_is_not_used(tmp_path, mnist_dir):
     """Members in another order or on other update paths (code changed between two sittings,
     a probe that decided otherwise), another engine, or a file cut short: the task starts
@@ -229,12 +250,15 @@ def test_a_killed_sweep_goes_on_from_its_checkpoints(tmp_path):
         start_new_session=True,
     )
 
+    saved: dict = {"iteration": 0}  # the index of the latest save seen
+
     def saved_step() -> int:
-        steps = [0]
-        for index in (folder / FOLDER).glob("*.json"):
+        for path in (folder / FOLDER).glob("*.json"):
             with contextlib.suppress(OSError, ValueError):  # replaced while read
-                steps.append(json.loads(index.read_text())["iteration"])
-        return max(steps)
+                index = json.loads(path.read_text())
+                if index["iteration"] > saved["iteration"]:
+                    saved.update(index)
+        return saved["iteration"]
 
     deadline = time.monotonic() + 240
     while saved_step() < 250 and time.monotonic() < deadline:
@@ -257,4 +281,11 @@ def test_a_killed_sweep_goes_on_from_its_checkpoints(tmp_path):
     pd.testing.assert_frame_equal(curves(folder), curves(straight), check_exact=True)
     resumed_at = [json.loads(p.read_text())["resumed_at"] for p in folder.rglob("run.json")]
     assert any(resumed_at) and len(resumed_at) == 8
+    assert not list((folder / FOLDER).iterdir())
+
+    # a checkpoint left as its runs were written (a stop in between), nothing left to train:
+    # the command that finds the sweep done removes it
+    (folder / FOLDER / "0123456789abcdef.json").write_text(json.dumps(saved))
+    again = run_cli(*overrides, f"hydra.sweep.dir={folder}", cwd=tmp_path, timeout=900)
+    assert again.returncode == 0, again.stderr
     assert not list((folder / FOLDER).iterdir())

@@ -155,7 +155,7 @@ class StackedLauncher(Launcher):
         from harness import planning  # torch is imported only when jobs train
         from harness import run as run_module
         from harness.job import Job
-        from harness.results import PLANNING_FILE
+        from harness.results import CHECKPOINTS_FOLDER, PLANNING_FILE
         from harness.sweep import resumed
 
         assert self.config is not None and self.hydra_context is not None
@@ -191,6 +191,10 @@ class StackedLauncher(Launcher):
                 planning.save(sweep_dir / PLANNING_FILE)
         if jobs:
             self._train(jobs, sweep_dir)
+        elif (sweep_dir / CHECKPOINTS_FOLDER).is_dir():  # left by a stop as its last runs ended
+            from harness import checkpoint
+
+            checkpoint.tidy(sweep_dir)
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         return returns
 
