@@ -53,30 +53,39 @@ def assert_same_results(folder_a, folder_b, count: int) -> None:
 
 
 @pytest.mark.parametrize(
-    ("model", "paths"),
+    ("model", "paths", "lion_lr"),
     [
-        ([*small("float64", 60, 10, 5), *MLP], {"stacked_rule", "shared_step", "optimizer_step"}),
+        (
+            [*small("float64", 60, 10, 5), *MLP],
+            {"stacked_rule", "shared_step", "optimizer_step"},
+            0.2,
+        ),
         # 79,510 parameters: torch's fused Adam and SGD update them (state on the device)
-        ([*small("float32", 60, 10, 5), "model=net2"], {"torch_fused", "shared_step"}),
+        ([*small("float32", 60, 10, 5), "model=net2"], {"torch_fused", "shared_step"}, 0.55),
     ],
     ids=["mlp-float64", "net2-float32"],
 )
 def test_a_stopped_stack_goes_on_from_its_checkpoint_as_if_never_stopped(
-    tmp_path, mnist_dir, monkeypatch, model, paths
+    tmp_path, mnist_dir, monkeypatch, model, paths, lion_lr
 ):
     """A stack with every update path (stacked rules or torch's fused ones, one instance shared
-    by two seeds, an optimizer's own step) and a member that diverged before the checkpoint
-    (the stack was rebuilt without it), stopped at step 30 of 60, goes on from there: the same
-    measurements, bit for bit, as the stack trained without a stop; run.json says where it
-    went on."""
+    by two seeds, an optimizer's own step) and members that diverged before the checkpoint
+    (the stack was rebuilt without them: one alone, one of three seeds sharing an instance,
+    which was resliced), stopped at step 30 of 60, goes on from there: the same measurements,
+    bit for bit, as the stack trained without a stop; run.json says where it went on."""
     members = [["optimizer=adam"], ["optimizer=momentum"], ["optimizer=lion"]]
     members += [["optimizer=lion", "seed=8"], ["optimizer=lion", "optimizer.lr=0.003"]]
+    members += [["optimizer=lion", f"optimizer.lr={lion_lr}", f"seed={s}"] for s in (0, 3, 8)]
     members += [["optimizer=adam", "optimizer.lr=50"]]
     with hydra_context():
         cfgs = [compose_config([f"data.root={mnist_dir}", *model, *m]) for m in members]
     straight = execute_group(jobs_in(tmp_path / "straight", cfgs))
     assert paths <= {r["update_path"] for r in straight}
     assert straight[-1]["status"] == "diverged" and straight[-1]["diverged_at"] < 30
+    seeds = straight[5:8]  # one of them diverged, two trained on
+    assert {r["update_path"] for r in seeds} == {"shared_step"}
+    assert sorted(r["status"] for r in seeds) == ["completed", "completed", "diverged"]
+    assert all(r["diverged_at"] is None or r["diverged_at"] < 30 for r in seeds)
 
     with monkeypatch.context() as patched:
         stop_after(patched, 30)
