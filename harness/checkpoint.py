@@ -15,6 +15,7 @@ without checkpoints. A task's checkpoint is removed once its runs are written.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 
 FOLDER = CHECKPOINTS_FOLDER  # inside the sweep folder, beside the run folders
 FORMAT = 2  # the saved file's layout (2: the state beside what it was saved for)
+STALE_PARTIAL_S = 3600  # a save takes under a second: a partial file this old was cut short
 
 
 class Checkpoint:
@@ -170,10 +172,13 @@ def tidy(sweep: Path) -> list[dict[str, Any]]:
     once the folder is tidied (called where a sweep is planned, when none of its tasks writes):
     a state whose index is missing (a task's first save stopped between its two writes) gets
     its index back from the state, which holds it; a checkpoint whose runs were all written (a
-    stop between writing them and removing it) is removed, and so are saves cut short."""
+    stop between writing them and removing it) is removed, and so are saves cut short (an
+    hour old: not another command's save in progress)."""
     folder = sweep / FOLDER
     for partial in folder.glob("*.partial"):
-        partial.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # removed meanwhile
+            if time.time() - partial.stat().st_mtime > STALE_PARTIAL_S:
+                partial.unlink()
     for state_path in folder.glob("*.pt"):
         if not state_path.with_suffix(".json").exists():
             _restore_index(state_path)

@@ -183,7 +183,8 @@ def test_a_checkpoint_saved_for_other_configs_is_not_used_and_one_written_is_rem
 
 def test_a_state_saved_without_its_index_gets_it_back_and_saves_cut_short_go(tmp_path, mnist_dir):
     """A task's first save stopped between its two writes: the state is used all the same (it
-    holds its index); one that cannot be read, and the partial files of cut writes, go."""
+    holds its index); one that cannot be read, and the partial files of cut writes, go (not
+    a recent one: another command may be writing it)."""
     with hydra_context():
         cfg = compose_config([f"data.root={mnist_dir}", *small("float32", 60, 10, 5), *MLP])
     job = Job.of(cfg, tmp_path / "run0")
@@ -193,12 +194,17 @@ def test_a_state_saved_without_its_index_gets_it_back_and_saves_cut_short_go(tmp
     checkpoint.index_path.unlink()
     cut = checkpoint.state_path.with_name(f"{checkpoint.state_path.name}.123.partial")
     cut.write_bytes(b"cut")
+    in_progress = checkpoint.index_path.with_name("fedcba9876543210.pt.456.partial")
+    in_progress.write_bytes(b"another command's save, still being written")
+    hours_ago = time.time() - 2 * 3600
+    os.utime(cut, (hours_ago, hours_ago))
     unreadable = tmp_path / FOLDER / "0123456789abcdef.pt"
     unreadable.write_bytes(b"not a checkpoint")
 
     assert saved_tasks([job]) == [([0], False, 20)]
     assert json.loads(checkpoint.index_path.read_text()) == index
-    assert set((tmp_path / FOLDER).iterdir()) == {checkpoint.state_path, checkpoint.index_path}
+    kept = {checkpoint.state_path, checkpoint.index_path, in_progress}
+    assert set((tmp_path / FOLDER).iterdir()) == kept
     assert task_checkpoint([job], False, 0).load() == {"iteration": 20}
 
 
