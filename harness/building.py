@@ -1,6 +1,6 @@
-"""Building things from configs: any `_target_` node (`build`), and a run's optimizer with its
+"""Building things from configs: any `_target_` node (`build`), a run's optimizer with its
 learning-rate schedule (`optimizer_and_schedule`, `build_optimizer`) — one builder for single
-runs, stacks and ESGD's pool."""
+runs, stacks and ESGD's pool — and the device a config names (`resolve_device`)."""
 
 from __future__ import annotations
 
@@ -200,3 +200,14 @@ def build_optimizer(job: Job, model: torch.nn.Module, iterations: int):
     if len(pairs) == 1:
         return pairs[0]
     return Optimizers([o for o, _ in pairs]), Schedulers([s for _, s in pairs])
+
+
+def resolve_device(name: str) -> torch.device:
+    """The device a config names (`auto`: a GPU where there is one); a GPU named where there is
+    none is a one-line ConfigError."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device={name} but CUDA is not available here; use device=auto or cpu")
+    return device

@@ -31,9 +31,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 from omegaconf import OmegaConf
 
-from harness.building import optimizer_factory
+from harness.building import optimizer_factory, resolve_device
 from harness.identity import config_hash
+from harness.restoring import load_optimizer_state, rng_state, set_rng_state
 from harness.results import CHECKPOINTS_FOLDER, RUN_FILE
+from harness.stacked_rules import PROBE_SHAPES
 from harness.stepping import in_train_mode, needs_of, take_step
 
 if TYPE_CHECKING:
@@ -156,7 +158,7 @@ def task_checkpoint(jobs: Sequence[Job], stacked: bool, every_s: float | None) -
 def _execution(job: Job, stacked: bool) -> list[str]:
     """How a task trains, beside what its configs compute: its engine and device (a checkpoint
     of a stack on a GPU is not a lone run's on this CPU)."""
-    return ["stacked" if stacked else "single", str(job.cfg.device)]
+    return ["stacked" if stacked else "single", str(resolve_device(job.cfg.device))]
 
 
 def _problem_refusal(job: Job) -> str | None:
@@ -269,51 +271,6 @@ def _refusal(job: Job) -> str | None:
     return _REFUSALS[key]
 
 
-def rng_state() -> dict[str, Any]:
-    """torch's global random state (CPU, and the current GPU's where CUDA is in use)."""
-    state = {"cpu": torch.get_rng_state()}
-    if torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state()
-    return state
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["cpu"])
-    if "cuda" in state:
-        torch.cuda.set_rng_state(state["cuda"])
-
-
-def load_optimizer_state(optimizer: torch.optim.Optimizer, saved: dict[str, Any]) -> None:
-    """`optimizer.load_state_dict(saved)`, each state tensor in the dtype it was saved in: torch
-    casts them to their parameter's (NAdam's float32 `mu_product` beside float64 weights would
-    round differently from then on)."""
-    optimizer.load_state_dict(saved)
-    ids = [i for group in saved["param_groups"] for i in group["params"]]
-    params = [p for group in optimizer.param_groups for p in group["params"]]
-    param_of = dict(zip(ids, params, strict=True))
-    for key, values in saved["state"].items():  # a parameter's index, or a key of its own
-        live = optimizer.state[param_of.get(key, key)]
-        if isinstance(values, dict):
-            for name, value in values.items():
-                live[name] = _in_saved_dtypes(live[name], value)
-
-
-def _in_saved_dtypes(live: Any, saved: Any) -> Any:
-    """`live` (a loaded state value: a tensor, or lists and dicts of them, as torch casts them)
-    with every tensor in the dtype `saved` has, on the device `live` has."""
-    if isinstance(live, torch.Tensor) and isinstance(saved, torch.Tensor):
-        return live if live.dtype == saved.dtype else saved.to(live.device)
-    if isinstance(live, dict) and isinstance(saved, dict):
-        return {k: _in_saved_dtypes(v, saved[k]) if k in saved else v for k, v in live.items()}
-    if (
-        isinstance(live, list | tuple)
-        and isinstance(saved, list | tuple)
-        and len(live) == len(saved)
-    ):
-        return type(live)(_in_saved_dtypes(a, b) for a, b in zip(live, saved, strict=True))
-    return live
-
-
 PROBE_STEPS = 6  # the probe's steps, half before its checkpoint and half after
 
 
@@ -326,9 +283,8 @@ def restore_refusal(make_optimizer: Callable[..., torch.optim.Optimizer]) -> str
     optimizer that carries anything between steps outside its state_dict (an attribute of its
     own) differs."""
     generator = torch.Generator().manual_seed(4)
-    shapes = ((3, 8), (2, 3), (2,))  # a hidden matrix, a head and its bias (Muon's split)
-    start = [torch.randn(*s, dtype=torch.float64, generator=generator) for s in shapes]
-    targets = [torch.randn(*s, dtype=torch.float64, generator=generator) for s in shapes]
+    start = [torch.randn(*s, dtype=torch.float64, generator=generator) for s in PROBE_SHAPES]
+    targets = [torch.randn(*s, dtype=torch.float64, generator=generator) for s in PROBE_SHAPES]
 
     def build(values: list[torch.Tensor]) -> tuple[list[torch.nn.Parameter], Any]:
         params = [torch.nn.Parameter(v.clone()) for v in values]

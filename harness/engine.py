@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 from tqdm.auto import tqdm
 
-from harness.checkpoint import load_optimizer_state, rng_state, set_rng_state
+from harness.restoring import load_optimizer_state, rng_state, set_rng_state
 from harness.stepping import evaluation_mode, failure_reason, in_train_mode, needs_of, take_step
 
 if TYPE_CHECKING:
@@ -181,6 +181,7 @@ class Alone:
 
     def step(self, rows: torch.Tensor) -> torch.Tensor:
         model, data = self.model, self.data
+        self.failed = {}
         try:
             loss = take_step(
                 self.optimizer, self.needs, lambda: self.problem.loss(model, data, rows)

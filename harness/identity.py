@@ -10,6 +10,8 @@ import hashlib
 import json
 from typing import Any
 
+from omegaconf import DictConfig, OmegaConf
+
 # Config keys that say where or how fast a run executes, not what it computes: two runs that
 # differ only in these are the same experiment.
 EXECUTION_KEYS = ("device", "threads", "data.root", "train.progress", "train.engine", "sweep")
@@ -106,6 +108,12 @@ def identity_hash(identity: dict[str, Any]) -> str:
     """`config_id`: runs with the same one are seeds of one configuration."""
     blob = json.dumps(identity, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def config_id(cfg: DictConfig) -> str:
+    """The `config_id` of a run's config (`identity_hash` of its `identity_config`): what a
+    stack's seeds share an optimizer instance by, and the tables group seeds by."""
+    return identity_hash(identity_config(OmegaConf.to_container(cfg, resolve=True)))
 
 
 def run_identity(record: dict[str, Any]) -> dict[str, Any]:

@@ -31,12 +31,13 @@ from typing import Any
 
 import torch
 import torch.multiprocessing
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from harness import checkpoint, planning
 from harness import run as run_module
+from harness.building import resolve_device
 from harness.data import TensorData
-from harness.identity import identity_config, identity_hash
+from harness.identity import config_id
 from harness.job import Job
 from harness.stacked import execute_group, refusal, stack_key
 from harness.sweep import Progress
@@ -192,8 +193,7 @@ def _seeds_of_each_configuration(members: list[int], jobs: Sequence[Job]) -> lis
     their seed alone), in order of first appearance."""
     seeds: dict[str, list[int]] = {}
     for index in members:
-        config = OmegaConf.to_container(jobs[index].cfg, resolve=True)
-        seeds.setdefault(identity_hash(identity_config(config)), []).append(index)
+        seeds.setdefault(config_id(jobs[index].cfg), []).append(index)
     return list(seeds.values())
 
 
@@ -242,7 +242,7 @@ def execute_jobs(
     jobs = list(jobs)
     if not jobs:  # e.g. every job of a resumed sweep had finished already
         return []
-    on_gpu = any(run_module.resolve_device(job.cfg.device).type != "cpu" for job in jobs)
+    on_gpu = any(resolve_device(job.cfg.device).type != "cpu" for job in jobs)
     if workers is None:
         workers = 1 if on_gpu else (os.cpu_count() or 1)
     if use_workers is None:

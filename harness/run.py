@@ -24,7 +24,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from harness import engine, memory
-from harness.building import build_optimizer, optimizer_and_schedule
+from harness.building import build_optimizer, optimizer_and_schedule, resolve_device
 from harness.checkpoint import Checkpoint, task_checkpoint
 from harness.errors import ConfigError, HarnessError
 from harness.identity import config_hash
@@ -50,15 +50,6 @@ class Setup:
     data: Any
     eval_train_idx: torch.Tensor
     schedule: engine.Schedule
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device={name} but CUDA is not available here; use device=auto or cpu")
-    return device
 
 
 def run_seeds(seed: int) -> tuple[int, int]:
@@ -229,9 +220,10 @@ def check(job: Job) -> None:
     first_step_check(job, setup)
 
 
-# Outcomes of `first_step_check` by what decides them: the optimizer class with its settings
-# that are not real numbers (a learning-rate grid is one check), the schedule, model, data,
-# dtype and device. A sweep checks (and times) each once: (why it fails or None, s per step).
+# Outcomes of `first_step_check` by what decides them (`_first_step_key`: the optimizer class
+# with its settings that are not real numbers, so a learning-rate grid is one check, ...). A
+# sweep checks (and times) each once: (why it fails or None, s per step), and keeps them in its
+# folder for its resumes and its worker processes (harness.planning).
 _FIRST_STEPS: dict[tuple, tuple[str | None, float | None]] = {}
 # The calibration of a step alone: steps taken after the checked one, before timing (caches,
 # lazy state); then steps timed until TIMED_STEPS are, or CALIBRATION_S has passed after at
@@ -266,6 +258,10 @@ def adopt_first_steps(outcomes: dict[tuple, tuple[str | None, float | None]]) ->
 
 
 def _first_step_key(job: Job, device: torch.device) -> tuple:
+    """What a first-step check and its timing depend on: the optimizer's settings but its rates
+    (a float changes neither whether it trains nor what its step costs), the schedule, model,
+    data, batch size, dtype, device, the threads it is timed with and the problem. Not the run's
+    length: a tuning study's short phase and its full-length phase share their checks."""
     cfg = job.cfg
     optimizer = OmegaConf.to_container(cfg.optimizer, resolve=True)
     settings = {k: v for k, v in optimizer.items() if not isinstance(v, float)}
@@ -276,7 +272,14 @@ def _first_step_key(job: Job, device: torch.device) -> tuple:
         cfg.train.dtype,
         str(device),
         type(job.problem).__qualname__,
+        cfg.train.batch_size,
+        _timing_threads(cfg),
     )
+
+
+def _timing_threads(cfg: DictConfig) -> int:
+    """The threads a step is timed with: the config's, else one, as a sweep's workers train."""
+    return cfg.threads or 1
 
 
 def first_step_check(job: Job, setup: Setup) -> None:
@@ -332,7 +335,7 @@ def _first_steps(job: Job, setup: Setup) -> tuple[str | None, float | None]:
                 failed = members.failures().get(0)
                 if failed is None:
                     members.evaluate({"train": rows})
-                    seconds = _timed_steps(members, rows, device, job.cfg.threads or 1)
+                    seconds = _timed_steps(members, rows, device, _timing_threads(job.cfg))
         except HarnessError:
             raise
         except Exception as exc:  # the optimizer's own error, told in one line
@@ -363,6 +366,8 @@ def _seconds_per_step(
 ) -> float | None:
     for _ in range(WARMUP_STEPS):
         members.step(rows)
+        if members.failures():
+            return None
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     tic = time.perf_counter()
@@ -371,9 +376,11 @@ def _seconds_per_step(
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         elapsed = time.perf_counter() - tic
+        if members.failures():  # a step that failed is no step to time
+            return None
         if taken >= MIN_TIMED_STEPS and elapsed >= CALIBRATION_S:
             break
-    return None if members.failures() else elapsed / taken
+    return elapsed / taken
 
 
 def finish(

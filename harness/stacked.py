@@ -1,17 +1,18 @@
 """The stacked engine: the runs of a sweep that differ only in their optimizer, hyper-parameters,
 schedule and seed are trained together as one stacked model.
 
-Runs that share architecture, batch size, data and length (see `group_key`) train on batches of
-the same shape, so their K networks are held as one stacked model and trained with one pass
-over each step's batches (one shared batch where they share a seed, hence a data order; a batch
-per model where seeds differ): MLPs as a `StackedMLP` (harness.stacked_model, forward
-and backward written out), any other model as a `StackedModule` (harness.stacked_module,
-torch.func) if a probe shows that it stacks exactly. Each model keeps its own
-``nn.Module``, optimizer and LR scheduler exactly as `run.prepare` built them (so initialisation
-is the single-run engine's by construction); `StackedOptimizers` (harness.stacked_rules) steps
-them; the seeds of one configuration share one instance of their optimizer where a probe
-shows that this is exact. A model whose loss diverges is recorded as diverged and removed from
-the stack (the stack is rebuilt without it), so it neither slows down nor disturbs the others.
+Runs that share architecture, batch size, data and length (`stack_key`; `refusal` says which
+cannot stack at all) train on batches of the same shape, so their K networks are held as one
+stacked model and trained with one pass over each step's batches (one shared batch where they
+share a seed, hence a data order; a batch per model where seeds differ): MLPs as a
+`StackedMLP` (harness.stacked_model, forward and backward written out), any other model as a
+`StackedModule` (harness.stacked_module, torch.func) if a probe shows that it stacks exactly.
+Each model keeps its own ``nn.Module``, optimizer and LR scheduler exactly as `run.prepare`
+built them (so initialisation is the single-run engine's by construction); `StackedOptimizers`
+(harness.stacked_rules) steps them; the seeds of one configuration share one instance of their
+optimizer where a probe shows that this is exact. A model whose loss diverges is recorded as
+diverged and removed from the stack (the stack is rebuilt without it), so it neither slows
+down nor disturbs the others.
 
 Each model writes the same metrics and run.json as `run.execute` (through `run.finish`); its
 ``time_s`` is the stack's optimisation time. harness.launcher decides which runs stack and
@@ -36,14 +37,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness import engine
 from harness import run as run_module
-from harness.building import optimizer_and_schedule, optimizer_factory
-from harness.checkpoint import Checkpoint, load_optimizer_state, task_checkpoint
+from harness.building import optimizer_and_schedule, optimizer_factory, resolve_device
+from harness.checkpoint import Checkpoint, task_checkpoint
 from harness.engine import Outcome, logged_hyperparameters
 from harness.errors import HarnessError
-from harness.identity import identity_config, identity_hash
+from harness.identity import config_id
 from harness.job import Job
 from harness.models import INIT_KEYS, MLP, MLP_TARGET, resolve_activations
 from harness.problems import Problem
+from harness.restoring import load_optimizer_state
 from harness.stacked_model import StackedMLP
 from harness.stacked_module import StackedModule
 from harness.stacked_module import stacking_refusal as module_refusal
@@ -57,7 +59,7 @@ from harness.stacked_rules import (
     update_path,
 )
 from harness.stepping import Needs, evaluation_mode, in_train_mode, needs_of, needs_of_class
-from harness.validate import DTYPES, validate_run
+from harness.validate import DTYPES
 
 log = logging.getLogger(__name__)
 
@@ -153,17 +155,6 @@ def _module_probe(problem: Problem, model_yaml: str, dtype: str, data_json: str)
     return module_refusal(problem, models, data, torch.arange(2))
 
 
-def group_key(job: Job) -> tuple | None:
-    """Key under which runs may be stacked (`stack_key`); None if this run cannot be stacked (see
-    `refusal`), or if its config does not validate (the single-run engine then reports the
-    error)."""
-    try:
-        validate_run(job.cfg, job.problem)
-        return None if refusal(job) is not None else stack_key(job.cfg)
-    except HarnessError:
-        return None
-
-
 def stack_key(cfg: DictConfig) -> tuple:
     """The group of a valid run that can stack: model architecture, batch size, data config,
     length, evaluation and logging settings, dtype and device.
@@ -183,7 +174,7 @@ def stack_key(cfg: DictConfig) -> tuple:
         train.eval_train_size,
         train.log_every,
         train.dtype,
-        str(run_module.resolve_device(cfg.device)),
+        str(resolve_device(cfg.device)),
         run_module.data_key(cfg),
     )
 
@@ -294,7 +285,7 @@ def train_stack(
     share: bool = True,
     checkpoint: Checkpoint | None = None,
 ) -> list[Outcome]:
-    """Train prepared runs of one group (see `group_key`) together; one Outcome per run, as
+    """Train prepared runs of one group (one `stack_key`) together; one Outcome per run, as
     engine.train would return it for that run alone, with the run's `update_path`. Each run
     draws its own data order (runs of one seed share theirs); the seeds of one configuration
     share one instance of their optimizer where `sharing_refusal` allows it (`share`: False,
@@ -355,9 +346,7 @@ def _sharing_of(runs: Sequence[run_module.PreparedRun]) -> list[Sharing | None]:
     """How each run's seeds may share one optimizer instance in this stack (None: they may
     not): only configurations with several seeds here whose optimizer steps itself (no stacked
     rule) are probed, so a stack of one seed pays nothing for it."""
-    ids = [
-        identity_hash(identity_config(OmegaConf.to_container(r.cfg, resolve=True))) for r in runs
-    ]
+    ids = [config_id(r.cfg) for r in runs]
     seeds = Counter(ids)
     return [
         _sharing(run, config_id)
@@ -391,8 +380,8 @@ def _sharing_probe(optimizer: _OptimizerNode, iterations: int) -> str | None:
 def execute_group(
     jobs: Sequence[Job], threads: int | None = None, checkpoint_every_s: float | None = None
 ) -> list[dict[str, Any]]:
-    """Train the jobs, all with the same `group_key`, together as one stack; write each job's
-    results as run.execute does; return their run.json records in order.
+    """Train the jobs, all with the same `stack_key` and none refused, together as one stack;
+    write each job's results as run.execute does; return their run.json records in order.
 
     Every job is validated and built (run.prepare) before anything trains, so a job with a bad
     config raises the HarnessError run.execute would raise, and nothing is written. `threads`

@@ -30,8 +30,8 @@ from typing import Any
 import torch
 from torch.optim.optimizer import _get_scalar_dtype
 
-from harness.checkpoint import load_optimizer_state
 from harness.errors import HarnessError
+from harness.restoring import load_optimizer_state
 from harness.stacked_model import StackedMLP
 from harness.stacked_module import StackedModule
 from harness.stepping import failure_reason, in_train_mode
@@ -618,8 +618,9 @@ class StackedOptimizers:
         self.step_count = 0
         keys = [rule_key(o) for o in self.optimizers]
         sharing = list(sharing or [None] * len(self.optimizers))
-        for optimizer in self.optimizers:
-            if use_fused(optimizer):
+        fused = [use_fused(o) for o in self.optimizers]  # before any is set to fused
+        for optimizer, fuse in zip(self.optimizers, fused, strict=True):
+            if fuse:
                 optimizer.param_groups[0]["fused"] = optimizer.defaults["fused"] = True
         # per slice: (start, stop, rule key); one state dict per stacked tensor and per model
         self.slices: list[tuple[int, int, tuple | None]] = []
@@ -647,7 +648,7 @@ class StackedOptimizers:
                 share = sharing[start]
                 params = [torch.nn.Parameter(p[start:stop]) for p, _ in tensors]
                 optimizer, scheduler = share.build(params)
-                if use_fused(self.optimizers[start]):
+                if fused[start]:  # the seeds' own optimizers would step fused: so does theirs
                     optimizer.param_groups[0]["fused"] = optimizer.defaults["fused"] = True
                 in_train_mode(optimizer)
                 self.shared[start] = _SharedInstance(share, params, optimizer, scheduler)

@@ -16,7 +16,7 @@ from harness.catalogue import catalogue
 from harness.errors import ConfigError
 from harness.job import Job
 from harness.run import check, execute_job
-from harness.stacked import execute_group, group_key, refusal
+from harness.stacked import execute_group, refusal, stack_key
 
 NAMES = list(catalogue())
 TINY = ["model=mlp", "model.hidden=[6]", "data.train_size=200", "train.batch_size=20"]
@@ -42,11 +42,10 @@ def test_every_optimizer_is_exact_in_a_stack_or_trains_alone(tmp_path, mnist_dir
         return
     reason = refusal(jobs[0])
     if reason is not None:
-        assert group_key(jobs[0]) is None
         record = execute_job(jobs[0])
         assert record["engine"] == "single"
         return
-    assert len({group_key(job) for job in jobs}) == 1
+    assert len({stack_key(job.cfg) for job in jobs}) == 1
     stacked = execute_group(jobs)
     alone = [
         execute_job(Job.of(job.cfg, tmp_path / f"alone{i}", job.choices))

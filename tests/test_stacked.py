@@ -16,7 +16,7 @@ from harness.errors import HarnessError
 from harness.job import Job
 from harness.launcher import execute_jobs
 from harness.run import execute, prepare
-from harness.stacked import execute_group, group_key, refusal, train_stack
+from harness.stacked import execute_group, refusal, stack_key, train_stack
 from harness.stacked_model import StackedMLP
 from harness.stacked_module import StackedModule
 
@@ -64,7 +64,7 @@ def train_both(tmp_path, mnist_dir, base, configs):
         Job.of(cfg, tmp_path / f"stacked{i}", {"optimizer": cfg.optimizer._target_})
         for i, cfg in enumerate(cfgs)
     ]
-    assert len({group_key(job) for job in jobs}) == 1
+    assert len({stack_key(job.cfg) for job in jobs}) == 1 and not any(map(refusal, jobs))
     stacked = execute_group(jobs)
     single = [execute(job.cfg, tmp_path / f"single{i}", job.choices) for i, job in enumerate(jobs)]
     metrics = [
@@ -180,8 +180,8 @@ def test_a_model_that_cannot_stack_is_refused_and_trains_alone(tmp_path, mnist_d
         cfgs = [compose_config([*bn, f"optimizer={o}"]) for o in ("sgd", "adam")]
         lenet = compose_config([*base, "model=lenet"])
     bn_job, lenet_job = Job.of(cfgs[0], tmp_path), Job.of(lenet, tmp_path)
-    assert "buffers" in refusal(bn_job) and group_key(bn_job) is None
-    assert refusal(lenet_job) is None and group_key(lenet_job) is not None
+    assert "buffers" in refusal(bn_job)
+    assert refusal(lenet_job) is None
     records = execute_jobs([Job.of(cfg, tmp_path / f"bn{i}") for i, cfg in enumerate(cfgs)])
     assert [r["engine"] for r in records] == ["single", "single"]
 
@@ -225,26 +225,24 @@ def job_of(overrides: list[str]) -> Job:
     return Job.of(compose_config(overrides), "unused")
 
 
-def test_group_key(mnist_dir):
+def test_runs_stack_by_architecture_batch_data_and_dtype_not_optimizer_or_seed(mnist_dir):
     with hydra_context():
         base = [f"data.root={mnist_dir}", "model=net2"]
-        key = group_key(job_of(base))
-        assert key is not None
-        assert (
-            group_key(job_of([*base, "optimizer=sgd", "optimizer.lr=0.5", "schedule=step"])) == key
-        )
-        assert group_key(job_of([*base, "train.divergence_factor=3"])) == key
+        key = stack_key(compose_config(base))
+        sgd = [*base, "optimizer=sgd", "optimizer.lr=0.5", "schedule=step"]
+        assert stack_key(compose_config(sgd)) == key
+        assert stack_key(compose_config([*base, "train.divergence_factor=3"])) == key
         # seeds stack: each model draws its own data order
-        assert group_key(job_of([*base, "seed=1"])) == key
+        assert stack_key(compose_config([*base, "seed=1"])) == key
         for other in (
             "train.batch_size=64",
             "model=net3",
             "data.train_size=500",
             "train.dtype=float64",
         ):
-            assert group_key(job_of([*base, other])) != key, other
-        assert group_key(job_of([*base, "model._target_=torch.nn.Identity"])) is None
-        assert group_key(job_of([*base, "optimizer.lr=-1"])) is None
+            assert stack_key(compose_config([*base, other])) != key, other
+        assert refusal(job_of(base)) is None
+        assert refusal(job_of([*base, "model._target_=torch.nn.Identity"])) is not None
 
 
 def test_a_bad_job_fails_the_group_before_anything_is_written(tmp_path, mnist_dir):
@@ -285,6 +283,44 @@ def test_an_optimizer_that_raises_during_training_fails_alone(tmp_path, mnist_di
         assert max_difference(a, b) <= 1e-10
     a, b = metrics[1]  # measured up to its last log point before the failure
     assert a.iteration.max() == b.iteration.max() == 5
+
+
+def test_seeds_of_an_optimizer_torch_fuses_share_one_fused_instance():
+    """Three seeds of Adam on a net2-sized MLP (torch's fused step, as each would take in the
+    stack alone) share one instance, fused too, also once a seed has left; a step of it is
+    each seed's fused step alone."""
+    from harness.models import MLP
+    from harness.stacked_rules import SHARED_STEP, Sharing, StackedOptimizers
+
+    def build(params):
+        optimizer = torch.optim.Adam(params, lr=0.01)
+        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda t: 1.0)
+
+    models = [
+        MLP(784, 10, [100], ["sigmoid"], generator=torch.Generator().manual_seed(s))
+        for s in range(3)
+    ]
+    alone = [copy.deepcopy(m) for m in models]
+    own = [torch.optim.Adam(m.parameters(), lr=0.01, fused=True) for m in alone]
+    stack = StackedMLP(models)
+    stepper = StackedOptimizers(
+        stack, [build(list(m.parameters()))[0] for m in models], [Sharing("adam", build)] * 3
+    )
+    assert stepper.paths() == [SHARED_STEP] * 3
+    assert stepper.shared[0].optimizer.param_groups[0]["fused"]
+    stack.restack([models[0], models[2]])
+    stepper.keep([0, 2])
+    assert stepper.shared[0].optimizer.param_groups[0]["fused"]
+    generator = torch.Generator().manual_seed(0)
+    for position, k in enumerate([0, 2]):
+        for p, (_, _, view) in zip(alone[k].parameters(), stack.views(position), strict=True):
+            p.grad = torch.randn(p.shape, generator=generator)
+            view.copy_(p.grad)
+        own[k].step()
+    stepper.step()
+    for position, k in enumerate([0, 2]):
+        for p, (_, data, _) in zip(alone[k].parameters(), stack.views(position), strict=True):
+            assert torch.equal(p.detach(), data)
 
 
 def test_shared_instance_carries_its_state_when_a_seed_leaves_the_stack():

@@ -150,6 +150,21 @@ def test_a_steps_time_alone_is_measured_in_a_few_of_its_steps_when_they_are_slow
     assert failure is None and seconds >= optimizer.seconds
 
 
+@pytest.mark.parametrize("fail_at", [1 + WARMUP_STEPS, 1 + WARMUP_STEPS + 2])
+def test_an_optimizer_that_fails_while_its_step_is_timed_passes_the_check_untimed(
+    mnist_dir, monkeypatch, fail_at
+):
+    """Its first step trains (the check passes: training will tell the failure in its run),
+    but a failed step is no step to time: in the warm-up or among the timed steps, no time."""
+    monkeypatch.setattr(run_module, "_FIRST_STEPS", {})
+    target = "optimizer._target_=conftest.FailingSGD"
+    overrides = [*SMALL_RUN, "optimizer=sgd", target, f"+optimizer.fail_at={fail_at}"]
+    job = Job.of(compose_config([f"data.root={mnist_dir}", *overrides]), "unused")
+    check(job)
+    ((failure, seconds),) = run_module._FIRST_STEPS.values()
+    assert failure is None and seconds is None
+
+
 def test_a_resumed_sweep_neither_checks_times_nor_probes_its_optimizers_again(
     tmp_path, monkeypatch
 ):
@@ -184,6 +199,19 @@ def test_a_resumed_sweep_neither_checks_times_nor_probes_its_optimizers_again(
     seconds = {r["seed"]: r["step_time_alone_s"] for r in records}
     assert seconds[0] == seconds[1] == stored["first_steps"][0][2]
 
+    # checks stored in an earlier layout (keyed without their batch size): checked again,
+    # the probes adopted
+    check_steps = 1 + WARMUP_STEPS + TIMED_STEPS
+    (sweep_dir / PLANNING_FILE).write_text(json.dumps({**stored, "format": 1}))
+    assert invocation("0,1,2") == iterations + check_steps
+
+    # a batch size of its own: a check of its own (the step costs what its batch costs)
+    args.append("train.batch_size=40")
+    assert invocation("0") == iterations + check_steps
+    stored = json.loads((sweep_dir / PLANNING_FILE).read_text())
+    assert len(stored["first_steps"]) == 2
+    args.pop()
+
     stored["machine"]["processor"] = "another processor"
     (sweep_dir / PLANNING_FILE).write_text(json.dumps(stored))
-    assert invocation("0,1,2") == first
+    assert invocation("0,1,2,3") == first

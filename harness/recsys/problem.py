@@ -24,7 +24,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch.nn import functional as F
 
-from harness.building import build
+from harness.building import build, resolve_device
 from harness.errors import ConfigError
 from harness.problems import Problem
 from harness.recsys.data import Interactions
@@ -90,8 +90,6 @@ class Ratings(Problem):
             raise ConfigError(f"model.dim must be a positive integer, got {dim!r}")
         users, items = cfg.data.get("num_users"), cfg.data.get("num_items")
         if isinstance(users, int) and isinstance(items, int):  # synthetic: known before loading
-            from harness.run import resolve_device
-
             self._check_memory(cfg, users, items, resolve_device(cfg.device))
 
     def load(self, cfg: DictConfig) -> Interactions:
