@@ -13,7 +13,7 @@ launcher of `harness-train -m`) calls with the jobs of a sweep that are left to 
   WORKER_THRESHOLD, measured with bench/worker_threshold.py. Then each group is split into one
   sub-stack per worker (`plan`); the workers are single-threaded, one per core, and receive the
   data sets as shared-memory tensors instead of parsing MNIST again. On a GPU everything trains
-  in this process.
+  in this process, unless `workers` (hydra.launcher.n_jobs) asks for more.
 """
 
 from __future__ import annotations

@@ -296,15 +296,15 @@ def train_stack(
     sharing = _sharing_of(runs) if share else [None] * len(runs)
     # stack order: models that share an update rule, then the seeds of one configuration, are
     # neighbours (one fused update, one shared instance)
-    order = sorted(
+    stack_order = sorted(
         range(len(runs)),
         key=lambda i: (
             repr(rule_key(runs[i].optimizer)),
             sharing[i] and sharing[i].config_id or "",
         ),
     )
-    stacked = [runs[i] for i in order]
-    paths = [update_path(r.optimizer) for r in stacked]  # before the stack sets fused=True
+    stacked = [runs[i] for i in stack_order]
+    paths = [update_path(r.optimizer) for r in stacked]
     members = Stack(
         [r.model for r in stacked],
         [r.optimizer for r in stacked],
@@ -312,7 +312,7 @@ def train_stack(
         setup.problem,
         setup.data,
         stack_class,
-        [sharing[i] for i in order],
+        [sharing[i] for i in stack_order],
     )
     paths = [
         SHARED_STEP if found == SHARED_STEP else path
@@ -321,23 +321,23 @@ def train_stack(
     if checkpoint is not None:  # one saved for another order or other paths is not used
         checkpoint.layout = [f"{r.out_dir.name}: {p}" for r, p in zip(stacked, paths, strict=True)]
     if len({r.order_seed for r in stacked}) == 1:
-        order_of = runs[0].order_generator()  # one data order: one product for all models
+        data_order = runs[0].order_generator()  # one data order: one product for all models
     else:
-        order_of = [r.order_generator() for r in stacked]
+        data_order = [r.order_generator() for r in stacked]
     outcomes = engine.train(
         members,
         setup.problem,
         setup.data,
         setup.eval_train_idx,
         setup.schedule,
-        order_of,
+        data_order,
         divergence_factors=[r.setup.schedule.divergence_factor for r in stacked],
         progress=progress,
         checkpoint=checkpoint,
     )
     by_run = {
         i: dataclasses.replace(outcome, update_path=path)
-        for i, outcome, path in zip(order, outcomes, paths, strict=True)
+        for i, outcome, path in zip(stack_order, outcomes, paths, strict=True)
     }
     return [by_run[i] for i in range(len(runs))]
 

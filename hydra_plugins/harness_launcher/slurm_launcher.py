@@ -27,10 +27,7 @@ from typing import Any
 from hydra.core.utils import JobReturn, env_override
 from omegaconf import OmegaConf
 
-from hydra_plugins.harness_launcher.stacked_launcher import (
-    StackedLauncher,
-    _Job,
-)
+from hydra_plugins.harness_launcher.stacked_launcher import Prepared, StackedLauncher
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +139,7 @@ class StackedSlurmLauncher(StackedLauncher):
             raise ConfigError(f"hydra/launcher=slurm: {_first_line(exc)}") from exc
         return executor
 
-    def _train(self, jobs: list[tuple[_Job, JobReturn, Any]], sweep_dir: Path) -> None:
+    def _train(self, jobs: list[Prepared], sweep_dir: Path) -> None:
         from submitit.core.utils import FailedJobError, FailedSubmissionError
         from submitit.helpers import as_completed
 
@@ -152,7 +149,7 @@ class StackedSlurmLauncher(StackedLauncher):
         from harness.sweep import Progress
 
         assert self.config is not None and self.hydra_context is not None
-        runs = [task for _, _, task in jobs]
+        runs = [run_job for _, _, run_job in jobs]
         # the largest first: an array that runs array_parallelism jobs at a time ends sooner
         tasks = largest_first(plan(runs, 1, self.max_stack, self.max_stack_s), runs)
         executor = self.executor(f"harness-{sweep_dir.name}")  # bad parameters: nothing written

@@ -31,7 +31,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from hydra.core.hydra_config import HydraConfig
@@ -50,6 +50,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from hydra_plugins.harness_launcher.compose import ComposingConfigLoader, SweepComposer
 
+if TYPE_CHECKING:  # imported at run time where jobs train: it imports torch
+    from harness.job import Job
+
 log = logging.getLogger(__name__)
 
 
@@ -63,6 +66,11 @@ class _Job:
     out_dir: Path
     choices: dict[str, str]
     files: dict[str, str]  # Hydra's files in <out_dir>/.hydra: name -> YAML
+
+
+# A job to train: Hydra's (`_Job`), the return Hydra gets for it, and the harness job that
+# trains it (its problem resolved).
+Prepared = tuple[_Job, JobReturn, "Job"]
 
 
 def _yaml(data: Any) -> str:
@@ -164,7 +172,7 @@ class StackedLauncher(Launcher):
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         log.info(f"Stacked launcher: {len(job_overrides)} jobs")
         returns: list[JobReturn] = []
-        jobs: list[tuple[_Job, JobReturn, Any]] = []  # (..., harness.job.Job)
+        jobs: list[Prepared] = []
         kept = planning.load(sweep_dir / PLANNING_FILE)
         for num, overrides in enumerate(job_overrides, initial_job_idx):
             log.info(f"\t#{num} : {' '.join(filter_overrides(overrides))}")
@@ -182,9 +190,9 @@ class StackedLauncher(Launcher):
             result.return_value = resumed(job.resolved, sweep_dir, job.out_dir)
             if result.return_value is not None:
                 continue
-            task = Job.of(job.cfg, job.out_dir, job.choices)  # its problem, resolved once
-            run_module.check(task)  # a bad value stops the sweep here: nothing is written
-            jobs.append((job, result, task))
+            run_job = Job.of(job.cfg, job.out_dir, job.choices)  # its problem, resolved once
+            run_module.check(run_job)  # a bad value stops the sweep here: nothing is written
+            jobs.append((job, result, run_job))
             # the checks are kept as they are found: a zoo's take minutes, and may be cut off
             if planning.count() > kept and sweep_dir.is_dir():
                 kept = planning.count()
@@ -198,7 +206,7 @@ class StackedLauncher(Launcher):
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         return returns
 
-    def _train(self, jobs: list[tuple[_Job, JobReturn, Any]], sweep_dir: Path) -> None:
+    def _train(self, jobs: list[Prepared], sweep_dir: Path) -> None:
         from harness import planning
         from harness.launcher import execute_jobs
         from harness.results import PLANNING_FILE, RunRecord
@@ -208,7 +216,7 @@ class StackedLauncher(Launcher):
         callbacks = self.hydra_context.callbacks
         with env_override(dict(self.config.hydra.job.env_set)):
             records = execute_jobs(
-                [task for _, _, task in jobs],
+                [run_job for _, _, run_job in jobs],
                 workers=None if self.n_jobs < 1 else self.n_jobs,
                 max_stack=self.max_stack,
                 max_stack_s=self.max_stack_s,
@@ -221,7 +229,7 @@ class StackedLauncher(Launcher):
                 config = self._job_config(job.num, job.sweep_overrides, sweep_dir)
                 callbacks.on_job_end(config=config, job_return=result)
 
-    def _start_jobs(self, jobs: list[tuple[_Job, JobReturn, Any]], sweep_dir: Path) -> bool:
+    def _start_jobs(self, jobs: list[Prepared], sweep_dir: Path) -> bool:
         """Before the jobs train: their run folders with Hydra's files, the job log, the
         callbacks' on_job_start. Whether the callbacks want on_job_end per job."""
         assert self.config is not None and self.hydra_context is not None
