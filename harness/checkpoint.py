@@ -32,6 +32,7 @@ import torch
 from omegaconf import OmegaConf
 
 from harness.building import optimizer_factory, resolve_device
+from harness.datasets import run_length
 from harness.identity import config_hash
 from harness.restoring import load_optimizer_state, rng_state, set_rng_state
 from harness.results import CHECKPOINTS_FOLDER, RUN_FILE
@@ -264,7 +265,7 @@ def adopt_probe_outcomes(outcomes: dict[tuple[str, int], str | None]) -> None:
 
 
 def _refusal(job: Job) -> str | None:
-    node, iterations = job.cfg.optimizer, int(job.cfg.train.iterations or 0)
+    node, iterations = job.cfg.optimizer, run_length(job)
     key = (OmegaConf.to_yaml(node, resolve=True), iterations)
     if key not in _REFUSALS:
         _REFUSALS[key] = restore_refusal(optimizer_factory(node, iterations))

@@ -37,6 +37,7 @@ from harness import checkpoint, planning
 from harness import run as run_module
 from harness.building import resolve_device
 from harness.data import TensorData
+from harness.datasets import adopt_data, data_key, load_data, run_length, train_size
 from harness.identity import config_id
 from harness.job import Job
 from harness.stacked import execute_group, refusal, stack_key
@@ -53,17 +54,11 @@ WORKER_THRESHOLD = 1e13
 # Per model and step, the optimizer update and Python's own work, counted as FLOPs (measured:
 # a step of net1, 4 MFLOP of arithmetic, costs about as much as 9 MFLOP).
 STEP_OVERHEAD_FLOPS = 5e6
-MNIST_TRAIN_SIZE = 60_000
 
 
 def requested_engine(cfg: DictConfig) -> str:
     """The engine a run asks for: train.engine, one of single, stacked, auto."""
     return cfg.train.engine
-
-
-def _iterations(cfg: DictConfig) -> int:
-    train_size = cfg.data.get("train_size") or MNIST_TRAIN_SIZE
-    return cfg.train.iterations or cfg.train.epochs * (train_size // cfg.train.batch_size)
 
 
 def estimated_work(job: Job) -> float:
@@ -72,11 +67,11 @@ def estimated_work(job: Job) -> float:
     cfg = job.cfg
     train = cfg.train
     flops = job.problem.flops(cfg)  # one training step of one model
-    train_size = cfg.data.get("train_size") or MNIST_TRAIN_SIZE
-    iterations = _iterations(cfg)
+    n_train = train_size(job)
+    iterations = run_length(job)
     step = flops + STEP_OVERHEAD_FLOPS
     forward_per_example = flops / (3 * train.batch_size)  # about a third of a step
-    examples = min(train.eval_train_size or train_size, train_size) + (
+    examples = min(train.eval_train_size or n_train, n_train) + (
         cfg.data.get("test_size") or 10_000
     )
     evaluations = iterations // train.eval_every + 2  # the first, every eval_every, the last
@@ -98,7 +93,7 @@ def estimated_seconds(job: Job) -> float | None:
     as `run.check` measured it (an optimizer's step costs 100x more in some than in others);
     None where it was not measured. An upper bound in a stack, whose models share a pass."""
     step = run_module.checked_step_time(job)
-    return None if step is None else step * _iterations(job.cfg)
+    return None if step is None else step * run_length(job)
 
 
 def plan(
@@ -216,7 +211,7 @@ def _worker_init(level: int, datasets: dict[str, TensorData], measured: dict) ->
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
     logging.basicConfig(level=level, format="[%(processName)s] %(message)s")
-    run_module.adopt_data(datasets)
+    adopt_data(datasets)
     planning.adopt(measured)  # checked, timed and probed here once, not per worker
 
 
@@ -261,7 +256,7 @@ def execute_jobs(
     if known:  # what is left of a task that goes on from its checkpoint
         for task in tasks:
             for i in task.jobs:
-                seconds[i] *= max(0.0, 1 - task.trained / _iterations(jobs[i].cfg))
+                seconds[i] *= max(0.0, 1 - task.trained / run_length(jobs[i]))
     progress = Progress(len(jobs), costs=seconds if known else None)
 
     def record(task: Task, results: list[dict[str, Any]]) -> None:
@@ -299,8 +294,8 @@ def _train_in_workers(
     """Train `tasks` in `workers` single-threaded processes, largest first, and `record` each
     as it finishes. The data sets are loaded here once and shared with the workers, with the
     optimizers' first-step checks and step times (`run.check` found them here)."""
-    data_jobs = {run_module.data_key(jobs[i].cfg): jobs[i] for t in tasks for i in t.jobs}
-    datasets = {key: run_module.load_data(job.cfg, job.problem) for key, job in data_jobs.items()}
+    data_jobs = {data_key(jobs[i].cfg): jobs[i] for t in tasks for i in t.jobs}
+    datasets = {key: load_data(job.cfg, job.problem) for key, job in data_jobs.items()}
     tasks = largest_first(tasks, jobs)
     context = torch.multiprocessing.get_context("spawn")  # no fork after torch started threads
     with concurrent.futures.ProcessPoolExecutor(

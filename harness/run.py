@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness import engine, memory
 from harness.building import build_optimizer, optimizer_and_schedule, resolve_device
 from harness.checkpoint import Checkpoint, task_checkpoint
+from harness.datasets import data_key, iterations_of, load_data
 from harness.errors import ConfigError, HarnessError
 from harness.identity import config_hash
 from harness.job import Job
@@ -58,31 +59,6 @@ def run_seeds(seed: int) -> tuple[int, int]:
     return int(init_seed), int(order_seed)
 
 
-# Loaded data sets by their data config (resolved, as JSON): the jobs of a sweep that run in one
-# process load MNIST once. A sweep's worker processes are handed them instead (`adopt_data`).
-_DATA: dict[str, Any] = {}
-_DATA_KEPT = 2  # the most data sets this process loads and keeps
-
-
-def data_key(cfg: DictConfig) -> str:
-    return json.dumps(OmegaConf.to_container(cfg.data, resolve=True), sort_keys=True)
-
-
-def load_data(cfg: DictConfig, problem: Problem) -> Any:
-    """The data set of `cfg`, as its `problem` loads it, loaded once per process."""
-    key = data_key(cfg)
-    if key not in _DATA:
-        if len(_DATA) >= _DATA_KEPT:
-            del _DATA[next(iter(_DATA))]  # the oldest
-        _DATA[key] = problem.load(cfg)
-    return _DATA[key]
-
-
-def adopt_data(datasets: dict[str, Any]) -> None:
-    """Use these tensors for these data configs (`data_key`): data loaded by another process."""
-    _DATA.update(datasets)
-
-
 def load_setup(job: Job, device: torch.device, dtype: torch.dtype) -> Setup:
     cfg, problem = job.cfg, job.problem
     data = problem.to(load_data(cfg, problem), device, dtype)
@@ -92,10 +68,7 @@ def load_setup(job: Job, device: torch.device, dtype: torch.dtype) -> Setup:
         raise ConfigError(
             f"train.batch_size ({train.batch_size}) is larger than the training set ({n_train})"
         )
-    steps_per_epoch = n_train // train.batch_size
-    iterations = (
-        train.iterations if train.iterations is not None else train.epochs * steps_per_epoch
-    )
+    iterations = iterations_of(train, n_train)
     # The train-loss subset is fixed (not seeded by the run) so that all runs share it.
     eval_size = min(train.eval_train_size or n_train, n_train)
     eval_idx = torch.randperm(n_train, generator=torch.Generator().manual_seed(0))[:eval_size]

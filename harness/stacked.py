@@ -39,6 +39,7 @@ from harness import engine
 from harness import run as run_module
 from harness.building import optimizer_and_schedule, optimizer_factory, resolve_device
 from harness.checkpoint import Checkpoint, task_checkpoint
+from harness.datasets import data_key, load_data, run_length
 from harness.engine import Outcome, logged_hyperparameters
 from harness.errors import HarnessError
 from harness.identity import config_id
@@ -75,7 +76,7 @@ def refusal(job: Job) -> str | None:
         return f"its problem {type(problem).__name__} does not stack"
     if cfg.model.get("_target_") != MLP_TARGET:
         model_yaml = OmegaConf.to_yaml(cfg.model, resolve=True)
-        reason = _module_probe(problem, model_yaml, cfg.train.dtype, run_module.data_key(cfg))
+        reason = _module_probe(problem, model_yaml, cfg.train.dtype, data_key(cfg))
         if reason is not None:
             return f"its model {cfg.model._target_}: {reason}"
     needs = _optimizer_needs(cfg.optimizer._target_)
@@ -86,8 +87,7 @@ def refusal(job: Job) -> str | None:
         return f"optimizer {cfg.optimizer._target_} needs {needs.describe()}"
     if cfg.optimizer._target_.startswith("torch.optim."):
         return None
-    iterations = int(cfg.train.iterations or 0)  # a run-length argument's value (Ranger21)
-    reason = _probe(_OptimizerNode(cfg.optimizer), cfg.train.dtype, iterations)
+    reason = _probe(_OptimizerNode(cfg.optimizer), cfg.train.dtype, run_length(job))
     return None if reason is None else f"optimizer {cfg.optimizer._target_}: {reason}"
 
 
@@ -146,7 +146,7 @@ def _module_probe(problem: Problem, model_yaml: str, dtype: str, data_json: str)
     data (loaded once per process: the sweep trains on it), on two training examples."""
     cfg = OmegaConf.create({"model": OmegaConf.create(model_yaml), "data": json.loads(data_json)})
     try:
-        data = problem.to(run_module.load_data(cfg, problem), torch.device("cpu"), DTYPES[dtype])
+        data = problem.to(load_data(cfg, problem), torch.device("cpu"), DTYPES[dtype])
         models = [
             problem.build_model(cfg, data, torch.Generator().manual_seed(seed)) for seed in (0, 1)
         ]
@@ -175,7 +175,7 @@ def stack_key(cfg: DictConfig) -> tuple:
         train.log_every,
         train.dtype,
         str(resolve_device(cfg.device)),
-        run_module.data_key(cfg),
+        data_key(cfg),
     )
 
 

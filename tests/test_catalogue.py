@@ -10,7 +10,7 @@ import torch
 from hydra.utils import get_class
 from omegaconf import OmegaConf
 
-from conftest import CONF_DIR, REPO, compose_config
+from conftest import CONF_DIR, REPO, SMALL_RUN, compose_config
 from harness.building import build, optimizer_and_schedule
 from harness.catalogue import HARNESS_KEYS, NOT_HYPERPARAMETERS, RUN_LENGTH_ARGUMENTS, catalogue
 
@@ -95,6 +95,23 @@ def test_ranger21_plans_its_warm_down_by_the_runs_length_unless_told(iterations)
         )
         expected = cls(torch.nn.Linear(3, 2).parameters(), num_iterations=steps)
         assert optimizer.start_warm_down == expected.start_warm_down, overrides
+
+
+def test_an_epochs_budget_gives_the_probes_the_runs_length(mnist_dir):
+    """The stacking and checkpoint probes build Ranger21 with the run's steps also when the run
+    is budgeted in epochs (of its training set: 2,000 examples here, in batches of 128)."""
+    from harness import checkpoint, datasets, stacked
+    from harness.job import Job
+
+    overrides = ["optimizer=ranger21", "train.iterations=null", "train.epochs=2"]
+    cfg = compose_config([f"data.root={mnist_dir}", *SMALL_RUN, *overrides])
+    job = Job.of(cfg, "unused")
+    steps = 2 * (datasets.train_size(job) // cfg.train.batch_size)
+    assert datasets.train_size(job) == 2000 and datasets.run_length(job) == steps == 30
+    stacked.refusal(job)
+    checkpoint.probe([job])
+    assert {key[-1] for key in stacked.probe_outcomes() if key[0] == "stacks"} >= {steps}
+    assert {key[-1] for key in checkpoint.probe_outcomes()} >= {steps}
 
 
 def test_harness_optimizers_lists_files_then_the_catalogue():

@@ -13,7 +13,7 @@ from hydra.types import RunMode
 from omegaconf import OmegaConf
 
 from conftest import CONF_DIR, compose_config, hydra_context, max_difference, run_cli, small
-from harness import launcher
+from harness import datasets, launcher
 from harness.data import load_mnist
 from harness.errors import HarnessError
 from harness.job import Job
@@ -206,7 +206,7 @@ def test_workers_get_the_data_without_loading_it_again(tmp_path, mnist_dir, monk
             for o in ("sgd", "adam")
         ],
     )
-    launcher.run_module._DATA.clear()
+    datasets._DATA.clear()
     records = execute_jobs(
         [Job.of(c, tmp_path / str(i)) for i, c in enumerate(cfgs)], workers=2, use_workers=True
     )

@@ -18,6 +18,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from harness.building import resolve_device
+from harness.datasets import load_data
 from harness.errors import ConfigError
 from harness.esgd import figures, tables
 from harness.esgd.data import checked_data
@@ -28,7 +29,7 @@ from harness.identity import config_hash
 from harness.problems import problem_of
 from harness.problems.classification import Classification
 from harness.results import atomic_write_bytes, write_table
-from harness.run import load_data, package_versions
+from harness.run import package_versions
 from harness.validate import DTYPES, validate_run
 
 log = logging.getLogger(__name__)
