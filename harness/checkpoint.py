@@ -35,7 +35,7 @@ from harness.building import optimizer_factory, resolve_device
 from harness.datasets import run_length
 from harness.identity import config_hash
 from harness.restoring import load_optimizer_state, rng_state, set_rng_state
-from harness.results import CHECKPOINTS_FOLDER, RUN_FILE
+from harness.results import CHECKPOINTS_FOLDER, RUN_FILE, atomic_write_bytes
 from harness.stacked_rules import PROBE_SHAPES
 from harness.stepping import in_train_mode, needs_of, take_step
 
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FOLDER = CHECKPOINTS_FOLDER  # inside the sweep folder, beside the run folders
 FORMAT = 2  # the saved file's layout (2: the state beside what it was saved for)
 STALE_PARTIAL_S = 3600  # a save takes under a second: a partial file this old was cut short
 
@@ -141,7 +140,7 @@ def task_checkpoint(jobs: Sequence[Job], stacked: bool, every_s: float | None) -
     folders = {job.out_dir.parent for job in jobs}
     if len(folders) != 1:
         return None
-    folder = folders.pop() / FOLDER
+    folder = folders.pop() / CHECKPOINTS_FOLDER
     runs, hashes = [job.out_dir.name for job in jobs], [_hash(job) for job in jobs]
     checkpoint = Checkpoint(folder, runs, hashes, _execution(jobs[0], stacked), every_s or 0.0)
     if every_s is None:
@@ -177,7 +176,7 @@ def tidy(sweep: Path) -> list[dict[str, Any]]:
     its index back from the state, which holds it; a checkpoint whose runs were all written (a
     stop between writing them and removing it) is removed, and so are saves cut short (an
     hour old: not another command's save in progress)."""
-    folder = sweep / FOLDER
+    folder = sweep / CHECKPOINTS_FOLDER
     for partial in folder.glob("*.partial"):
         with contextlib.suppress(OSError):  # removed meanwhile
             if time.time() - partial.stat().st_mtime > STALE_PARTIAL_S:
@@ -217,7 +216,7 @@ def _restore_index(state_path: Path) -> None:
         log.warning("%s cannot be read (%s): removed", state_path, exc)
         state_path.unlink(missing_ok=True)
         return
-    state_path.with_suffix(".json").write_text(text)
+    atomic_write_bytes(state_path.with_suffix(".json"), text.encode())
     log.info("%s: its index written again from it", state_path)
 
 

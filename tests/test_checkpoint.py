@@ -14,9 +14,10 @@ import pytest
 import torch
 
 from conftest import MNIST_DIR, FailingSGD, compose_config, hydra_context, run_cli, small
-from harness.checkpoint import FOLDER, Checkpoint, restore_refusal, saved_tasks, task_checkpoint
+from harness.checkpoint import Checkpoint, restore_refusal, saved_tasks, task_checkpoint
 from harness.job import Job
 from harness.launcher import plan
+from harness.results import CHECKPOINTS_FOLDER as FOLDER
 from harness.results import load_curves
 from harness.run import execute_job
 from harness.stacked import execute_group
