@@ -148,11 +148,17 @@ def task_checkpoint(jobs: Sequence[Job], stacked: bool, every_s: float | None) -
             return None
         checkpoint.every_s = math.inf
     for job in jobs:
-        reason = _problem_refusal(job) or _refusal(job)
+        reason = refusal(job)
         if reason is not None:
             log.warning("training %d runs without checkpoints: %s", len(jobs), reason)
             return None
     return checkpoint
+
+
+def refusal(job: Job) -> str | None:
+    """Why a task with `job` would train without checkpoints (None: it may save them). The
+    launcher stacks such runs apart, so that they do not take the checkpoints of the others."""
+    return _problem_refusal(job) or _refusal(job)
 
 
 def _execution(job: Job, stacked: bool) -> list[str]:
@@ -320,7 +326,8 @@ def restore_refusal(make_optimizer: Callable[..., torch.optim.Optimizer]) -> str
             steps(params, optimizer, PROBE_STEPS - PROBE_STEPS // 2)
     except Exception as exc:  # any failure on the probe: do not checkpoint it
         return f"it failed on the checkpoint probe ({type(exc).__name__}: {exc})"
-    same = all(torch.equal(a, b.detach()) for a, b in zip(straight, params, strict=True))
+    # NaN equal to NaN: a probe that a large rate blows up (DualAdam at 0.05) is no difference
+    same = all(_equal(a, b.detach()) for a, b in zip(straight, params, strict=True))
     restored_attributes = _attributes(optimizer)
     compared = [  # a cache computed when first needed (L-BFGS's _numel_cache) is no state
         name

@@ -101,6 +101,7 @@ def plan(
     parts: int,
     max_stack: int | None = None,
     max_stack_s: float | None = None,
+    checkpoints: bool = False,
 ) -> list[Task]:
     """Tasks for `jobs`: each group of stackable runs split into up to `parts` sub-stacks of
     near-equal cost (one per worker process), or more where a sub-stack would hold more than
@@ -109,7 +110,8 @@ def plan(
     A stack's runs are written when it ends, so the bounds bound what an interrupted sweep
     loses (between its checkpoints). Costs unknown (a run not checked here), every run counts
     as one. The runs of a task that saved a checkpoint (harness.checkpoint) are that task again,
-    to go on from it."""
+    to go on from it. With `checkpoints`, runs that cannot save one (`checkpoint.refusal`)
+    stack apart from those that can: one of them would take a whole stack's checkpoints."""
     tasks = [
         Task(runs, stacked, requested_engine(jobs[runs[0]].cfg) == "single", trained)
         for runs, stacked, trained in checkpoint.saved_tasks(jobs)
@@ -119,6 +121,7 @@ def plan(
         log.info("%d runs of %d tasks go on from their checkpoints", len(resumed), len(tasks))
     groups: dict[tuple, list[int]] = {}
     refused: Counter[str] = Counter()
+    unsaved: Counter[str] = Counter()
     for index, job in enumerate(jobs):
         if index in resumed:
             continue
@@ -130,9 +133,14 @@ def plan(
             refused[reason] += 1
             tasks.append(Task([index], stacked=False))
         else:
-            groups.setdefault(stack_key(job.cfg), []).append(index)
+            unsaved_because = checkpoint.refusal(job) if checkpoints else None
+            if unsaved_because is not None:
+                unsaved[unsaved_because] += 1
+            groups.setdefault((stack_key(job.cfg), unsaved_because), []).append(index)
     for reason, runs in refused.items():
         log.info("%d run(s) cannot stack, %s: they train with the single-run engine", runs, reason)
+    for reason, runs in unsaved.items():
+        log.info("%d run(s) cannot save checkpoints, %s: they stack apart", runs, reason)
     for members in groups.values():
         alone = len(members) == 1 and requested_engine(jobs[members[0]].cfg) == "auto"
         if alone:  # nothing to stack it with: the single-run engine
@@ -244,9 +252,10 @@ def execute_jobs(
         work = sum(estimated_work(job) for job in jobs if requested_engine(job.cfg) != "single")
         use_workers = work >= WORKER_THRESHOLD
     use_workers = use_workers and workers > 1
-    tasks = plan(jobs, workers if use_workers else 1, max_stack, max_stack_s)
     if checkpoint_every_s is not None:  # here once, not in each worker
         checkpoint.probe(jobs)
+    parts = workers if use_workers else 1
+    tasks = plan(jobs, parts, max_stack, max_stack_s, checkpoint_every_s is not None)
     if planned is not None:
         planned()
     records: list[dict[str, Any] | None] = [None] * len(jobs)

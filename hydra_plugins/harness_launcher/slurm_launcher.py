@@ -151,7 +151,9 @@ class StackedSlurmLauncher(StackedLauncher):
         assert self.config is not None and self.hydra_context is not None
         runs = [run_job for _, _, run_job in jobs]
         # the largest first: an array that runs array_parallelism jobs at a time ends sooner
-        tasks = largest_first(plan(runs, 1, self.max_stack, self.max_stack_s), runs)
+        checkpoints = self.checkpoint_every_s is not None
+        tasks = plan(runs, 1, self.max_stack, self.max_stack_s, checkpoints)
+        tasks = largest_first(tasks, runs)
         executor = self.executor(f"harness-{sweep_dir.name}")  # bad parameters: nothing written
         per_job = self._start_jobs(jobs, sweep_dir)
         callbacks = self.hydra_context.callbacks
