@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import math
 import os
 from collections.abc import Iterable
@@ -20,6 +21,8 @@ import pandas as pd
 
 from harness.errors import DataError
 from harness.identity import ID_COLUMNS, identity_config, identity_hash, run_identity
+
+log = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
 METRICS_FILE = "metrics.parquet"
@@ -33,6 +36,7 @@ SWEEP_FILE = "sweep.json"
 PLANNING_FILE = "planning.json"
 # The checkpoints of a sweep's tasks in flight (harness.checkpoint writes them).
 CHECKPOINTS_FOLDER = ".checkpoints"
+
 METRIC_COLUMNS = ["iteration", "epoch", "time_s", "metric", "value"]
 
 
@@ -98,21 +102,20 @@ def _missing(value: Any) -> bool:
 class RunRecord(dict):
     """A run's run.json record that is also its objective for a sweeper that optimises (Hydra's
     Optuna sweeper reads `float(job_return.return_value)`): `float(record)` is the run's final
-    quality on its selection split (validation; the test set only for runs without one), the
-    worst value for a run that diverged. Never a test metric when validation exists."""
+    validation quality, the worst value for a run that diverged. Never a test metric: a tuning
+    study without a validation split is refused before it trains (`sweep.require_validation`)."""
 
     def __float__(self) -> float:
         return objective(self)
 
 
 def objective(record: dict[str, Any]) -> float:
-    """The value a tuner optimises for a finished run: final val_<quality> (test_<quality> for a
-    run without a validation split); a diverged run gets the worst value of its direction."""
+    """The value a tuner optimises for a finished run: final val_<quality>; a diverged run (or
+    one without a validation split) gets the worst value of its direction."""
     problem = record.get("problem", {})
     quality = problem.get("quality", "accuracy")
     higher = problem.get("higher_is_better", True)
-    final = record["final"]
-    value = final.get(f"val_{quality}", final.get(f"test_{quality}"))
+    value = record["final"].get(f"val_{quality}")
     if record["status"] != "completed" or value is None or not math.isfinite(value):
         return -math.inf if higher else math.inf
     return float(value)
@@ -240,6 +243,7 @@ def load_runs(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     if runs.empty:
         return pd.DataFrame(columns=[*ID_COLUMNS, "config_id", "status", "run_dir"])
     _require_identities(runs)
+    runs = _once_each(runs)
     runs = runs.drop(columns=config_keys(runs))  # recomputed over all the loaded runs
     runs = runs.assign(step_time_s=own_step_time(runs))
     if "quality" not in runs:  # tables written before problems named their quality metric
@@ -254,6 +258,19 @@ def load_runs(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
         runs.loc[unknown, "higher_is_better"] = directions
     runs["higher_is_better"] = runs["higher_is_better"].astype(bool)
     return with_config_columns(runs).sort_values([*ID_COLUMNS, "run_dir"], ignore_index=True)
+
+
+def _once_each(runs: pd.DataFrame) -> pd.DataFrame:
+    """`runs` with each config and seed once: studies loaded together may hold the same run
+    (two studies that share a configuration), and a seed counted twice would narrow its CI."""
+    repeated = runs.duplicated(["config_id", "seed"])
+    if repeated.any():
+        log.warning(
+            "%d runs repeat the config and seed of a run loaded already (%s): each counts once",
+            int(repeated.sum()),
+            runs.loc[repeated, "run_dir"].iloc[0],
+        )
+    return runs[~repeated]
 
 
 @functools.lru_cache(maxsize=64)

@@ -70,6 +70,11 @@ def tuning_runs(source: str) -> pd.DataFrame:
         raise ConfigError(
             f"tune.source={source} holds no finished runs: run the tuning study first"
         )
+    if not analysis.has_validation(runs):
+        raise ConfigError(
+            f"tune.source={source} has no validation split: its choices would be made on the "
+            "test set; run it again with data.val_size > 0"
+        )
     # a choice among fewer trials than the study plans is not its protocol's choice
     planned = planned_by_last_invocation(folder)
     if planned is not None and len(runs) < planned:
@@ -89,9 +94,12 @@ def choose(runs: pd.DataFrame, keys: list[str], phase_keys: list[str]) -> pd.Dat
     summary = analysis.summarize(runs.assign(_group=groups))
     summary["group"] = summary["config_id"].map(dict(zip(runs["config_id"], groups, strict=True)))
     trials = summary.groupby("group")["config_id"].nunique()
-    best = analysis.best_configs(summary, tune=keys)
-    # best_configs groups by the keys that vary; a group here is a stricter match (phase keys)
-    best = best.sort_values("group", kind="stable").drop_duplicates("group")
+    # the first of each group in the rule's order (as `shortlist`): best_configs would group by
+    # every key that varies, phase keys too, and split a group where a phase key varies
+    ranked = analysis.rank_configs(summary, tune=keys).drop(columns="_group")
+    best = ranked.drop_duplicates("group").sort_values(
+        [*analysis.LABEL_COLUMNS, "setting"], ignore_index=True
+    )
     return best.assign(n_trials=best["group"].map(trials))
 
 

@@ -68,6 +68,7 @@ def tuning_protocol(config: DictConfig) -> tuple[dict[str, Any], list]:
     node = config.get("tune")
     if node is None:
         check_protocol(None)
+    require_validation(config)
     tune, rest = with_command_line_spaces(
         OmegaConf.to_container(node, resolve=True), _sweep_overrides(config)
     )
@@ -110,6 +111,16 @@ def sweep_jobs(config: DictConfig, compose: Callable | None = None) -> list[list
     return tuning_jobs(jobs, tune, default_optimizer, shortlisted)
 
 
+def require_validation(config: DictConfig) -> None:
+    """A tuning study chooses on validation data: one line if its runs hold none out (the test
+    set would choose, which nothing downstream could undo)."""
+    if not config.get("data", {}).get("val_size", 0):
+        raise ConfigError(
+            "a tuning study chooses on validation data: set data.val_size > 0 (10000 by "
+            "default); with none, its choices would be made on the test set"
+        )
+
+
 def planned_runs(config: DictConfig) -> int:
     """How many runs the sweep `config` describes: its jobs, or for a sweeper that decides
     its trials as it goes (Hydra's Optuna sweeper), its number of trials (checked, with the
@@ -119,6 +130,7 @@ def planned_runs(config: DictConfig) -> int:
 
         if config.get("tune") is not None:
             check_protocol(OmegaConf.to_container(config.tune, resolve=True))
+        require_validation(config)
         n_trials = config.hydra.sweeper.n_trials
         if not isinstance(n_trials, int) or isinstance(n_trials, bool) or n_trials < 1:
             raise ConfigError(f"hydra.sweeper.n_trials must be an integer >= 1, got {n_trials!r}")

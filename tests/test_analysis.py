@@ -3,6 +3,7 @@
 import itertools
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -136,6 +137,34 @@ def test_a_diverged_config_is_never_best_and_ties_go_to_lower_loss():
     assert best.loc["adam", "lr"] == 0.01
     by_loss = analysis.best_configs(analysis.summarize(runs), by="final_train_loss")
     assert by_loss.set_index("optimizer").loc["adam", "lr"] == 0.01
+
+
+def test_a_run_loaded_twice_counts_once(smoke_sweep, tmp_path, caplog):
+    """Two studies that share a configuration hold the same runs: loaded together, each seed
+    counts once (counted twice, it would narrow the CI) and a warning says so."""
+    runs = load_runs(smoke_sweep)
+    copy = tmp_path / "another_study"
+    copy.mkdir()
+    runs.iloc[:5].assign(run_dir=[Path(d).name for d in runs["run_dir"][:5]]).to_parquet(
+        copy / "runs.parquet"
+    )
+    both = load_runs([smoke_sweep, copy])
+    assert len(both) == len(runs) and "5 runs repeat" in caplog.text
+    pd.testing.assert_frame_equal(analysis.summarize(both), analysis.summarize(runs))
+
+
+def test_a_summary_of_other_metrics_still_chooses_on_validation():
+    """The quality-against-step-time figure summarises test accuracy and step time alone: its
+    rates were chosen on test (the summary had no validation column to choose by)."""
+    runs = fake_runs(
+        [
+            ("net2", "sgd", 0.1, 0, "completed", 0.95, 0.30),  # best on test
+            ("net2", "sgd", 0.2, 0, "completed", 0.90, 0.30),  # best on validation
+        ]
+    ).assign(final_val_accuracy=[0.91, 0.96], step_time_s=[1e-3, 1e-3])
+    full = analysis.best_configs(analysis.summarize(runs))
+    narrow = analysis.summarize(runs, metrics=["final_test_accuracy", "step_time_s"])
+    assert full["lr"].tolist() == analysis.best_configs(narrow)["lr"].tolist() == [0.2]
 
 
 def test_curve_bands_are_the_mean_over_seeds_and_stop_where_a_seed_diverged(tables):

@@ -203,6 +203,14 @@ SWEEP_CASES = {
         ["experiment=tune_tpe", "model=net1", "optimizer=sgd", "hydra.sweeper.n_trials=0"],
         "hydra.sweeper.n_trials must be an integer >= 1, got 0",
     ),
+    "tuning study without validation data": (
+        ["experiment=course_tune", "model=net1", "optimizer=sgd", "data.val_size=0"],
+        "a tuning study chooses on validation data: set data.val_size > 0",
+    ),
+    "Optuna study without validation data": (
+        ["experiment=tune_tpe", "model=net1", "optimizer=sgd", "data.val_size=0"],
+        "a tuning study chooses on validation data: set data.val_size > 0",
+    ),
     "unknown search method": (
         ["experiment=course_tune", "model=net1", "optimizer=sgd", "tune.method=bayes"],
         "tune.method must be one of random, grid, shortlist, got 'bayes'",

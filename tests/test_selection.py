@@ -3,6 +3,7 @@ config, a star, a bold verdict, the fastest rate, the profiles' per-problem best
 rates, the settings a tuning study passes on) picks the same when the test metrics of a sweep
 are permuted between its runs."""
 
+import json
 import sys
 
 import numpy as np
@@ -12,7 +13,9 @@ from smoke_sweep import TARGET
 
 from conftest import REPO
 from harness import analysis, report, selection, tuning_curves
-from harness.results import load_curves, load_runs
+from harness.identity import identity_hash
+from harness.report.summary import quality_at_time_markdown
+from harness.results import config_keys, load_curves, load_runs, with_config_columns
 
 sys.path.insert(0, str(REPO / "experiments"))
 import course_lr  # noqa: E402
@@ -39,16 +42,22 @@ def _bold(table: pd.DataFrame) -> dict:
     }
 
 
+def _bold_cells(lines: list[str]) -> list[tuple[str, int]]:
+    """Which cell of each row of Markdown tables is bold: (row label, column)."""
+    rows = [line.split(" | ") for line in lines if line.startswith("| ") and "**" in line]
+    return [(cells[0], i) for cells in rows for i, c in enumerate(cells) if c.startswith("**")]
+
+
 def picks(runs: pd.DataFrame, curves: pd.DataFrame) -> dict[str, object]:
     """Every choice the harness makes from a sweep's tables, by rule."""
     summary = analysis.summarize(runs)
     best = analysis.best_configs(summary)
     ttt = analysis.summarize_time_to_target(analysis.time_to_target(curves, TARGET))
-    _, at_time = analysis.quality_at_time(runs, curves)
-    chosen_at_time = at_time[at_time["config_id"].isin(best["config_id"])]
-    metric_at_time = f"test_{analysis.quality(runs)}_at_time"
     return {
         "best_configs": sorted(best["config_id"]),
+        "best_configs of a summary of test metrics (quality against step time)": sorted(
+            analysis.best_configs(analysis.summarize(runs, ["final_test_accuracy"]))["config_id"]
+        ),
         "best_at_reference_batch": sorted(analysis.best_at_reference_batch(runs)[1]["config_id"]),
         "lr_table (lr sensitivity star)": sorted(analysis.lr_table(runs, 128)[1]["config_id"]),
         "batch_size_table": sorted(analysis.batch_size_table(runs)["config_id"]),
@@ -63,7 +72,7 @@ def picks(runs: pd.DataFrame, curves: pd.DataFrame) -> dict[str, object]:
         },
         "configs_table star": report.configs_table(summary, best)[""].tolist(),
         "final_metrics_table bold": _bold(report.final_metrics_table(best)),
-        "quality_at_time bold": _bold(report.final_metrics_table(chosen_at_time, metric_at_time)),
+        "quality_at_time bold (summary.md)": _bold_cells(quality_at_time_markdown(runs, curves)),
         "course rates (experiments/course_lr.py)": sorted(course_lr.choose(runs)["config_id"]),
         "tuning selection (harness.selection)": sorted(
             selection.choose(runs, ["optimizer.lr"], [])["config_id"]
@@ -117,3 +126,25 @@ def test_runs_without_validation_fall_back_to_the_test_set_and_say_so(tables):
     assert analysis.selection_metric(old) == "final_test_accuracy"
     assert "the test set chose" in analysis.selection_text(old)
     assert analysis.selection_text(runs) == "chosen by final validation accuracy"
+
+
+def test_a_phase_key_that_varies_in_the_tuning_study_changes_no_choice(tables):
+    """`${tuned:}` chooses among a group's trials whatever their phase keys (a shortlist's
+    trials at another length): the best trial of each group given another `train.eval_every`
+    is still chosen, as the rule chooses with the phase key the same everywhere."""
+    runs, _ = tables
+    before = selection.choose(runs, ["optimizer.lr"], ["train.eval_every"])
+    moved = runs.copy()
+    best = moved["config_id"].isin(before["config_id"])
+
+    def another_phase(config: str) -> str:
+        identity = json.loads(config)
+        identity["train.eval_every"] = identity.get("train.eval_every", 0) + 1
+        return json.dumps(identity, sort_keys=True)
+
+    moved.loc[best, "config"] = moved.loc[best, "config"].map(another_phase)
+    moved["config_id"] = [identity_hash(json.loads(c)) for c in moved["config"]]
+    moved = with_config_columns(moved.drop(columns=config_keys(moved)))
+    after = selection.choose(moved, ["optimizer.lr"], ["train.eval_every"])
+    assert len(after) == len(before) > 1
+    assert after.set_index("group")["lr"].to_dict() == before.set_index("group")["lr"].to_dict()

@@ -271,6 +271,17 @@ def test_an_evaluation_of_an_unfinished_tuning_study_is_one_line(tuning_study, t
     )
 
 
+def test_an_evaluation_of_a_study_without_validation_data_is_one_line(tuning_study, tmp_path):
+    """A study that held no validation data out could choose only on the test set."""
+    _, folder = tuning_study
+    blind = tmp_path / "blind"
+    blind.mkdir()
+    (blind / SWEEP_FILE).write_bytes((folder / SWEEP_FILE).read_bytes())
+    runs = pd.read_parquet(folder / RUNS_TABLE)
+    runs.drop(columns=[c for c in runs if "_val_" in c]).to_parquet(blind / RUNS_TABLE)
+    assert_evaluation_refused(train_in_process, tmp_path, blind, "has no validation split")
+
+
 def test_an_evaluation_without_its_tuning_study_is_one_line(tmp_path):
     message = "is not a folder: run the tuning study first"
     assert_evaluation_refused(run_cli, tmp_path, tmp_path / "nothing", message)

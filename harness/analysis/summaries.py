@@ -112,10 +112,13 @@ def summarize(
     `<metric>_ci`, NaN with one seed), min and max over seeds.
 
     A diverged run counts with its last evaluated metrics; `n_diverged` says how many there are.
+    The selection rule's inputs (`rank_configs`: the selection metric, final training loss) are
+    summarised with any `metrics`: a summary of other metrics still chooses on validation.
     """
     if runs.empty:
         return pd.DataFrame(columns=[*LABEL_COLUMNS, "net", "setting", "config_id", "n_seeds"])
-    metrics = metrics or summary_metrics(runs)
+    rule = [m for m in (selection_metric(runs), "final_train_loss") if m in runs]
+    metrics = list(dict.fromkeys([*(metrics or summary_metrics(runs)), *rule]))
     table = _aggregate(runs, metrics, confidence)
     diverged = runs["status"].eq("diverged").groupby(runs["config_id"]).sum()
     table["n_diverged"] = table["config_id"].map(diverged).astype(int)

@@ -99,6 +99,7 @@ def quality_at_time_markdown(runs: pd.DataFrame, curves: pd.DataFrame) -> list[s
     _, best = analysis.best_at_reference_batch(runs)
     chosen = table[table["config_id"].isin(best["config_id"])]
     metric = f"test_{analysis.quality(runs)}_at_time"
+    chooser = f"{analysis.selection_split(curves)}_{analysis.quality(runs)}_at_time"
     budgets = ", ".join(f"{net} {seconds[net]:.3g} s" for net in net_order(chosen))
     return [
         "",
@@ -108,11 +109,12 @@ def quality_at_time_markdown(runs: pd.DataFrame, curves: pd.DataFrame) -> list[s
         "that completed; a stacked run's time is its steps times its step timed alone, where it "
         "was), evaluations excluded: the last evaluation within it, at each setting's best "
         f"learning rate ({analysis.selection_text(runs)}); bold: the best by the same split at "
-        "that time. Then the time per optimizer step (seconds, the same way).",
+        "that time. Then the time per optimizer step (seconds, the same way; bold: the "
+        "fastest).",
         "",
-        net_table_markdown(final_metrics_table(chosen, metric)),
+        net_table_markdown(final_metrics_table(chosen, metric, by=chooser)),
         "",
-        net_table_markdown(final_metrics_table(chosen, "step_time_s")),
+        net_table_markdown(final_metrics_table(chosen, "step_time_s", by="step_time_s")),
     ]
 
 

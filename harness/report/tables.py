@@ -32,15 +32,15 @@ def _metric_digits(metric: str) -> int:
     return 2 if is_percent(metric) else 4
 
 
-def final_metrics_table(best: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
+def final_metrics_table(
+    best: pd.DataFrame, metric: str | None = None, by: str | None = None
+) -> pd.DataFrame:
     """Net x setting: mean ± 95 % CI over seeds of `metric` at the best learning rate (given
-    in brackets), accuracies in %; the best setting of each net in bold (Markdown **), by the
-    selection metric (final validation quality): a verdict, never read off the test set."""
+    in brackets), accuracies in %; the best setting of each net in bold (Markdown **), by `by`,
+    by default the selection metric (final validation quality): a verdict, never read off the
+    test set (every summary holds it)."""
     metric = metric or analysis.final_quality(best)
-    chooser = analysis.selection_metric(best)
-    if f"{chooser}_mean" not in best:  # a table of other metrics: their validation twin
-        twin = metric.replace("test_", "val_", 1)
-        chooser = twin if f"{twin}_mean" in best else metric
+    chooser = by or analysis.selection_metric(best)
     k, digits = scale(metric), _metric_digits(metric)
     # A numeric key the sweep varies (momentum, table size) makes rows, not columns.
     swept = [key for key in analysis.swept_keys(best) if key != analysis.BATCH_KEY]
