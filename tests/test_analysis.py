@@ -18,6 +18,7 @@ from harness.results import load_curves, load_runs, with_config_columns
 # Config keys of the tables made by hand below, by the short column they come from.
 FAKE_KEYS = {
     "model": "model.name",
+    "schedule": "schedule.name",
     "hidden": "model.hidden",
     "optimizer": "optimizer.name",
     "lr": "optimizer.lr",
@@ -296,6 +297,31 @@ def test_reference_batch_size_and_net_labels():
     labels = analysis.net_labels(identified(runs.assign(hidden=["100", "100", "256-256"])))
     assert labels.tolist() == ["mlp: hidden=100", "mlp: hidden=100", "mlp: hidden=256-256"]
     assert analysis.net_labels(runs).tolist() == ["mlp"] * 3
+
+
+def test_settings_that_differ_in_their_schedule_are_distinct_settings():
+    """The schedule's name is its config group's only key that varies: labels state it, so
+    that tables, profiles and figures keep the settings of each schedule apart."""
+    rows = [
+        (net, "adam", lr, seed, "completed", 0.9 + lr, 0.3)
+        for net, lr, seed in itertools.product(["net1", "net2"], [0.01, 0.02], [0, 1])
+    ]
+    constant = fake_runs(rows)
+    cosine = constant.assign(schedule="cosine", final_test_accuracy=constant["lr"] + 0.95)
+    summary = analysis.summarize(identified(pd.concat([constant, cosine], ignore_index=True)))
+    assert set(summary["setting"]) == {"adam: schedule=constant", "adam: schedule=cosine"}
+    best = analysis.best_configs(summary)
+    assert len(best) == 4 and not best.duplicated(["net", "setting"]).any()
+    error = summary.assign(error=1 - summary["final_test_accuracy_mean"])
+    costs = analysis.profile_costs(error, "error")["adam"]
+    assert costs.to_dict() == pytest.approx(
+        {
+            "net1, schedule=constant": 0.08,
+            "net1, schedule=cosine": 0.03,
+            "net2, schedule=constant": 0.08,
+            "net2, schedule=cosine": 0.03,
+        }
+    )
 
 
 def test_keys_that_follow_from_others_are_neither_settings_nor_axes():

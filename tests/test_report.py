@@ -83,17 +83,37 @@ def test_convergence_lines_are_the_mean_over_seeds_of_the_curves_table(tables):
             # One band per optimizer, spanning the seeds' min and max.
             bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
             assert len(bands) == 3
-        # the zoom shows the last quarter; its legend ranks the settings by their final mean
+        # the zoom shows the last quarter; its legend numbers the settings by the selection rule
         low, high = zoom.get_xlim()
         assert high == 60 and low == 60 - 0.25 * 60
         legend = [t.get_text() for t in zoom.get_legend().get_texts()]
-        ranked = sorted(final, key=lambda o: final[o][1])
+        ranked = analysis.rank_configs(best[best["net"] == net])["optimizer"]
         assert legend == [
             f"{i}. {o}, lr {final[o][0]:.3g}: {final[o][1]:.3g}"
             for i, o in enumerate(ranked, start=1)
         ]
     assert axes[0, 0].get_ylabel().startswith("training loss")
     assert "iteration" in axes[1, 0].get_xlabel()
+
+
+def test_convergence_legends_number_the_settings_by_validation_not_the_plotted_metric(tables):
+    """Validation is made to rank the settings in the reverse of their test accuracy: the legend
+    of the test-accuracy figure numbers them by validation all the same, and its title says so."""
+    runs, curves = tables
+    runs = runs.assign(final_val_accuracy=1 - runs["final_test_accuracy"])
+    fig = report.convergence_figure(runs, curves, "test_accuracy")
+    best = analysis.best_at_reference_batch(runs)[1]
+    for net, zoom in zip(["net1", "net2"], fig.get_axes()[1::2], strict=True):
+        mine = best[best["net"] == net]
+        by_val = mine.sort_values("final_val_accuracy_mean", ascending=False)["optimizer"]
+        by_test = mine.sort_values("final_test_accuracy_mean", ascending=False)["optimizer"]
+        assert by_val.tolist() == by_test.tolist()[::-1]
+        legend = [t.get_text() for t in zoom.get_legend().get_texts()]
+        numbered = [re.match(r"(\d+)\. (\w+), lr ", text).groups() for text in legend]
+        assert numbered == [(str(i), o) for i, o in enumerate(by_val, start=1)]
+    assert "numbered in the legend (best first), both chosen by final validation accuracy" in (
+        fig._suptitle.get_text().replace("\n", " ")
+    )
 
 
 def test_convergence_of_accuracy_is_error_in_percent_on_a_log_axis(tables):

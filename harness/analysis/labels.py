@@ -20,6 +20,10 @@ LABEL_COLUMNS = [c for c in ID_COLUMNS if c != "seed"]
 # run of one option (optimizer.betas for adam) is told by the name and not repeated in labels.
 CHOICE_COLUMNS = ("model", "optimizer", "schedule")
 
+# The choices that name a net (the model) and a setting (the optimizer). Any other choice (the
+# schedule) is told by its name only where a label states it: a label key where it varies.
+NAME_COLUMNS = ("model", "optimizer")
+
 
 # The config keys of the short columns (harness.identity), by their short column.
 LR_KEY, MOMENTUM_KEY, BATCH_KEY, HIDDEN_KEY = (
@@ -63,8 +67,19 @@ def config_key(frame: pd.DataFrame, without: Sequence[str] = ()) -> pd.Series:
 
 def label_keys(frame: pd.DataFrame, without: Sequence[str] = ()) -> list[str]:
     """The config keys that tell the rows of `frame` apart beyond their choice names (see
-    `varying_keys`), less those whose value follows from the others."""
+    `varying_keys`), and the choices that name neither net nor setting (the schedule) where
+    they vary, less those whose value follows from the others."""
     found = varying_keys(frame, without)
+    # After the config keys: of a key and a choice that move in lockstep, the choice stays.
+    found += [
+        c
+        for c in CHOICE_COLUMNS
+        if c not in NAME_COLUMNS
+        and c in frame
+        and not _matches(c, without)
+        and not _matches(f"{c}.", without)  # 'schedule.' leaves out the choice with its keys
+        and _as_text(frame[c]).nunique() > 1
+    ]
     # What else sets a key's value: the choice names, the net, and the keys left out here (the
     # axis a figure runs along), but not the learning rate, which follows from the others.
     given = [

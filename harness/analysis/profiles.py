@@ -48,7 +48,8 @@ def profile_tables(
     runs: pd.DataFrame, curves: pd.DataFrame, target: float | None
 ) -> dict[str, pd.DataFrame]:
     """Cost matrices (problems x optimizers) of the performance profiles: iterations and
-    seconds to `target` test quality (without a target: none), and final training loss; each
+    seconds to `target` quality on the split that chooses (validation, or test for runs without
+    one; see `time_to_target`; without a target: none), and final training loss; each
     optimizer at its best setting per problem. A config with a seed that diverged or did not
     reach the target counts as failed."""
     summary = summarize(runs)

@@ -49,7 +49,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--target",
         type=float,
         default=None,
-        help="test quality for time-to-target: an accuracy as a fraction (default: "
+        help="quality for time-to-target, measured on the split that chooses (validation; test "
+        "for runs without one): an accuracy as a fraction (default: "
         f"{DEFAULT_TARGET}), or another metric's value (an RMSE: no default)",
     )
     parser.add_argument(

@@ -47,21 +47,19 @@ def target_split(target_summary: pd.DataFrame) -> str:
     return "test"
 
 
+def ranked_by_selection(configs: pd.DataFrame, net: str) -> list[str]:
+    """A net's settings, best first by the selection rule (validation quality,
+    `analysis.rank_configs`). `configs`: a summary's best configs, one row per net and setting."""
+    return analysis.rank_configs(configs[configs["net"] == net])["setting"].tolist()
+
+
 def focus_by_selection(configs: pd.DataFrame, nets: Sequence[str]) -> dict[str, list[str]]:
     """Per net, the settings a figure draws in colour (`style.focused`): all of them when the
-    figure has few; for a zoo, the best by the selection rule (validation quality,
-    `analysis.rank_configs`) and the course's best. `configs`: a summary's best configs, one
-    row per net and setting."""
+    figure has few; for a zoo, the best by the selection rule (`ranked_by_selection`) and the
+    course's best. `configs`: a summary's best configs, one row per net and setting."""
     settings = configs["setting"].nunique()
     optimizer_of = dict(zip(configs["setting"], configs["optimizer"], strict=False))
-    return {
-        net: focused(
-            analysis.rank_configs(configs[configs["net"] == net])["setting"],
-            optimizer_of,
-            settings,
-        )
-        for net in nets
-    }
+    return {net: focused(ranked_by_selection(configs, net), optimizer_of, settings) for net in nets}
 
 
 def shown_anywhere(focus: dict[str, list[str]]) -> list[str]:

@@ -2,11 +2,11 @@
 at its best learning rate, drawn so that where the runs end up can be read and ranked.
 
 A row per net: the whole run on the left, its final stretch (the last quarter) zoomed on the
-right, and beside it the settings ranked by their final value. Accuracies are drawn as error
-(100 - accuracy, in %) on a log axis, losses and RMSEs on a log axis: nine optimizers that all
-end between 97.3 % and 98.4 % accuracy end between 1.6 % and 2.7 % error, a factor apart
-instead of a tick band. `course_figure` is one net's row alone: the course's slide, all
-optimizers on one plot.
+right, and beside it the settings numbered by the selection rule (validation quality; never by
+the plotted metric, which may be the test set's). Accuracies are drawn as error (100 - accuracy,
+in %) on a log axis, losses and RMSEs on a log axis: nine optimizers that all end between
+97.3 % and 98.4 % accuracy end between 1.6 % and 2.7 % error, a factor apart instead of a tick
+band. `course_figure` is one net's row alone: the course's slide, all optimizers on one plot.
 """
 
 from __future__ import annotations
@@ -21,7 +21,13 @@ from matplotlib.ticker import MaxNLocator
 from matplotlib.transforms import offset_copy
 
 from harness import analysis
-from harness.report.common import Skipped, fixed_text, focus_by_selection, shown_anywhere
+from harness.report.common import (
+    Skipped,
+    fixed_text,
+    focus_by_selection,
+    ranked_by_selection,
+    shown_anywhere,
+)
 from harness.style import (
     BAND_ALPHA,
     CONTEXT,
@@ -93,8 +99,8 @@ def convergence_figure(
     """A row per net, one curve per setting (each optimizer, and any other key that varies) at
     its best learning rate (by `by`, mean over seeds): `metric` against `x` (iteration, epoch
     or time_s), the mean over seeds as a line and their min-max as a band; the final stretch
-    zoomed beside it, and the settings ranked by their final mean. A curve with a diverged seed
-    ends where that seed stopped, marked with a cross."""
+    zoomed beside it, and the settings numbered by the selection rule. A curve with a diverged
+    seed ends where that seed stopped, marked with a cross."""
     bands, configs = _bands(runs, curves, metric, x, batch_size, by)
     rows = [(net, metric, bands) for net in net_order(bands)]
     name = METRIC_LABELS.get(metric, metric).split(" (")[0]
@@ -135,8 +141,8 @@ def _bands(runs, curves, metric, x, batch_size, by) -> tuple[pd.DataFrame, pd.Da
 
 
 def _figure(runs, curves, configs, rows, x, what, title) -> Figure:
-    """A row per (net, metric, bands) of `rows`: the whole run, the final stretch, the ranked
-    legend; `title(net, metric)` names a row."""
+    """A row per (net, metric, bands) of `rows`: the whole run, the final stretch, the legend
+    numbered by the selection rule; `title(net, metric)` names a row."""
     tuning = set(curves.loc[curves["metric"] == "momentum", "config_id"])  # they set their lr
     focus = focus_by_selection(configs, [net for net, _, _ in rows])
     every = pd.concat([bands for _, _, bands in rows])
@@ -153,17 +159,18 @@ def _figure(runs, curves, configs, rows, x, what, title) -> Figure:
     axes = fig.subplots(len(rows), 2, squeeze=False, width_ratios=(FULL_WIDTH, ZOOM_WIDTH))
     for (full, zoom), (net, metric, bands) in zip(axes, rows, strict=True):
         panel = bands[bands["net"] == net]
-        _draw_row(full, zoom, panel, styles, focus[net], tuning, metric, x, columns)
+        ranked = ranked_by_selection(configs, net)
+        _draw_row(full, zoom, panel, styles, focus[net], ranked, tuning, metric, x, columns)
         full.set_title(title(net, metric), loc="left")
         zoom.set_title("final stretch (last quarter)", loc="left", fontsize=9)
         full.set_ylabel(plotted_label(metric))
     axes[-1, 0].set_xlabel(_x_label(x, runs))  # the zoom shares its axis: its title says which part
     n_seeds = pd.concat([bands["n_seeds"] for _, _, bands in rows])
     text = (
-        f"{what}: each setting at its best learning rate, {analysis.selection_text(runs)} "
+        f"{what}: each setting at its best learning rate and numbered in the legend (best "
+        f"first), both {analysis.selection_text(runs)} "
         f"({fixed_text(analysis.runs_of(runs, configs))}). Line: mean over "
-        f"{seeds_text(n_seeds)}, band: min-max over seeds; settings ranked by their final mean "
-        "(best first)."
+        f"{seeds_text(n_seeds)}, band: min-max over seeds."
     )
     if zoo:
         text += f" {focus_note('net by the selection rule').capitalize()}."
@@ -176,10 +183,11 @@ def _figure(runs, curves, configs, rows, x, what, title) -> Figure:
     return fig
 
 
-def _draw_row(full, zoom, panel, styles, shown, tuning, metric, x, columns) -> None:
+def _draw_row(full, zoom, panel, styles, shown, ranked, tuning, metric, x, columns) -> None:
     """One net: every setting's band and mean line on both panels (the grey others of a zoo: a
     thin line alone), the zoom's limits (on the `shown` settings), and the legend beside the
-    zoom: the shown settings, numbered by their rank by final mean among all."""
+    zoom: the shown settings, numbered by their place among all in `ranked` (the selection
+    rule's order)."""
     # the last quarter of the typical line (lines against time end at different x: a stack's
     # runs together, a run trained alone later or sooner)
     ends = panel.groupby("setting")[x].max()
@@ -208,9 +216,7 @@ def _draw_row(full, zoom, panel, styles, shown, tuning, metric, x, columns) -> N
         label += _final_text(metric, final)
         if first["n_diverged"]:
             label += f" ({first['n_diverged']}/{first['n_seeds']} diverged)"
-        # a curve that stopped early (a seed diverged) ranks after every curve that did not
-        rank = (bool(first["n_diverged"]), final if math.isfinite(final) else math.inf)
-        entries.append((rank, handle, label, setting in shown))
+        entries.append((ranked.index(setting), handle, label, setting in shown))
         if setting in shown:
             inside = (line[x] >= start) & (line[x] <= end)
             stretch += [*low[inside], *mean[inside]]

@@ -171,7 +171,8 @@ def summary_markdown(
 
     seeds_text = f"{seeds.min()}" if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()}"
     varying = [c for c in analysis.CHOICE_COLUMNS if runs[c].nunique() > 1]
-    varying += analysis.label_keys(runs)
+    # a choice that names no net or setting (the schedule) is a label key too: listed once
+    varying += [k for k in analysis.label_keys(runs) if k not in varying]
     derived = [k for k in analysis.varying_keys(runs) if k not in varying]
     fixed = fixed_config(runs)
 
