@@ -17,11 +17,12 @@
 # # Summary
 #
 # Final metrics per net and setting (each optimizer, and any other config key the sweep
-# varies) at the best learning rate, time to a target test accuracy, and performance profiles
+# varies) at the best learning rate, time to a target accuracy (on validation), and performance
+# profiles
 # across problems. The same tables as `harness-report`'s `summary.md`.
 #
 # The sweep folder is `$HARNESS_SWEEP` (default: the committed `results/course`); the target
-# test accuracy is `$HARNESS_TARGET` (default: 0.97).
+# accuracy is `$HARNESS_TARGET` (default: 0.97).
 
 # %%
 # %matplotlib inline
@@ -84,12 +85,13 @@ Markdown("\n".join(report.quality_at_time_markdown(runs, curves)))
 # %% [markdown]
 # ## Time to target
 #
-# Iterations and training seconds until test quality first reaches the target, at each
-# setting's fastest learning rate (every seed must reach it).
+# Iterations and training seconds until validation quality (test quality for a study without
+# a validation split) first reaches the target, at each setting's fastest learning rate (every
+# seed must reach it).
 
 # %%
 if target is None:
-    print(f"No target for test {quality}: set HARNESS_TARGET.")
+    print(f"No target for {quality}: set HARNESS_TARGET.")
 else:
     target_summary = analysis.summarize_time_to_target(analysis.time_to_target(curves, target))
     display(report.show(report.time_to_target_figure, target_summary, target))
