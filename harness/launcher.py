@@ -24,6 +24,7 @@ import logging
 import math
 import os
 import signal
+import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from typing import Any
 import torch
 import torch.multiprocessing
 from omegaconf import DictConfig
+from tqdm import tqdm
 
 from harness import checkpoint, planning
 from harness import run as run_module
@@ -217,6 +219,9 @@ def _worker_init(level: int, datasets: dict[str, TensorData], measured: dict) ->
     # Ctrl-C reaches the whole process group: the main process stops the workers (each would
     # print a traceback of its own)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # tqdm's default lock is a multiprocessing semaphore, which a worker stopped by terminate()
+    # never releases: the resource tracker would warn of it after the one-line interrupt
+    tqdm.set_lock(threading.RLock())
     torch.set_num_threads(1)
     logging.basicConfig(level=level, format="[%(processName)s] %(message)s")
     adopt_data(datasets)

@@ -266,16 +266,19 @@ def test_a_problem_that_steps_several_optimizers_trains_without_checkpoints(tmp_
     assert task_checkpoint([Job.of(cfg, tmp_path / "run0")], False, 0) is None
 
 
-def test_a_killed_sweep_goes_on_from_its_checkpoints(tmp_path):
+@pytest.mark.parametrize("workers", [False, True], ids=["in-process", "workers"])
+def test_a_killed_sweep_goes_on_from_its_checkpoints(tmp_path, workers):
     """SIGKILL to a sweep's process group once a stack has saved a checkpoint past step 250 (of
     600): the same command goes on from it, and the sweep's curves equal those of a sweep never
-    stopped, bit for bit."""
+    stopped, bit for bit; with the stacks trained in this process or in worker processes (as
+    a large sweep trains them: their checkpoints are saved there)."""
     overrides = [
         "-m",
         "experiment=smoke",
         "train.iterations=600",
         "train.eval_every=200",
         "hydra.launcher.checkpoint_every_s=0",
+        f"hydra.launcher.use_workers={str(workers).lower()}",
     ]
     folder = tmp_path / "sweep"
     cmd = [sys.executable, "-c", "from harness.cli import train; train()", *overrides]
@@ -308,6 +311,7 @@ def test_a_killed_sweep_goes_on_from_its_checkpoints(tmp_path):
     resumed = run_cli(*overrides, f"hydra.sweep.dir={folder}", cwd=tmp_path, timeout=900)
     assert resumed.returncode == 0, resumed.stderr
     assert "go on from their checkpoints" in resumed.stdout + resumed.stderr
+    assert ("[SpawnProcess" in resumed.stdout + resumed.stderr) == workers
     straight = tmp_path / "straight"
     result = run_cli(*overrides, f"hydra.sweep.dir={straight}", cwd=tmp_path, timeout=900)
     assert result.returncode == 0, result.stderr

@@ -176,6 +176,7 @@ def test_ctrl_c_stops_a_sweep_in_one_line_and_keeps_what_finished(tmp_path, sign
         "train.iterations=600",
         "train.eval_every=200",
         "hydra.launcher.n_jobs=2",
+        "hydra.launcher.use_workers=true",  # small as it is: the workers must stop too
         f"hydra.sweep.dir={folder}",
     ]
     proc = _start_sweep(overrides, tmp_path, stderr=subprocess.PIPE)

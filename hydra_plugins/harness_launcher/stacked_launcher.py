@@ -104,9 +104,10 @@ class StackedLauncher(Launcher):
         max_stack: int | None = None,
         max_stack_s: float | None = None,
         checkpoint_every_s: float | None = None,
+        use_workers: bool | None = None,
     ) -> None:
         self.n_jobs, self.max_stack, self.max_stack_s = n_jobs, max_stack, max_stack_s
-        self.checkpoint_every_s = checkpoint_every_s
+        self.checkpoint_every_s, self.use_workers = checkpoint_every_s, use_workers
         self.config: DictConfig | None = None
         self.task_function: TaskFunction | None = None
         self.hydra_context: HydraContext | None = None
@@ -218,6 +219,7 @@ class StackedLauncher(Launcher):
             records = execute_jobs(
                 [run_job for _, _, run_job in jobs],
                 workers=None if self.n_jobs < 1 else self.n_jobs,
+                use_workers=self.use_workers,
                 max_stack=self.max_stack,
                 max_stack_s=self.max_stack_s,
                 planned=lambda: planning.save(sweep_dir / PLANNING_FILE),  # the stacking probes
