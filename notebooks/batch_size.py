@@ -18,10 +18,10 @@
 #
 # Final test accuracy and training time (optimisation only, evaluations excluded) against the
 # batch size, per net and setting, each at its best learning rate for that batch size; then the
-# iterations and seconds to a target accuracy (on validation where the study has it). Points are the mean over seeds with min-max
-# error bars. In the `batch_size` study a setting is an optimizer with a budget (`study.budget`:
-# equal epochs or equal steps) and a rule that scales the learning rate with the batch
-# (`study.lr_scaling`).
+# iterations and seconds to a target accuracy (on validation where the study has it). Points
+# are the mean over seeds with min-max error bars. In the `batch_size` study a setting is an
+# optimizer with a budget (`study.budget`: equal epochs or equal steps) and a rule that scales
+# the learning rate with the batch (`study.lr_scaling`).
 #
 # The sweep folder is `$HARNESS_SWEEP` (default: the committed `results/batch_size`); the target
 # accuracy is `$HARNESS_TARGET` (default: 0.97).
