@@ -9,16 +9,16 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 
 from harness import identity
-from harness.identity import ID_COLUMNS
+from harness.identity import CHOICE_COLUMNS, ID_COLUMNS
 from harness.results import config_keys
 
 # Short columns that name a config (kept beside the dotted config-key columns).
 LABEL_COLUMNS = [c for c in ID_COLUMNS if c != "seed"]
 
 
-# Config groups whose option name is a column: a key of the group that is the same for every
-# run of one option (optimizer.betas for adam) is told by the name and not repeated in labels.
-CHOICE_COLUMNS = ("model", "optimizer", "schedule")
+# CHOICE_COLUMNS: config groups whose option name is a column. A key of the group that is the
+# same for every run of one option (optimizer.betas for adam) is told by the name and not
+# repeated in labels.
 
 # The choices that name a net (the model) and a setting (the optimizer). Any other choice (the
 # schedule) is told by its name only where a label states it: a label key where it varies.
