@@ -39,6 +39,8 @@ SHORT_COLUMNS = {
     "hidden": "model.hidden",
     "seed": "seed",
 }
+# Config groups whose option name is a column: a key of the group that is the same for every
+# run of one option (optimizer.betas for adam) is told by the name and not repeated in labels.
 CHOICE_COLUMNS = ("model", "optimizer", "schedule")
 # Columns that identify a run in every table, in this order.
 ID_COLUMNS = [*CHOICE_COLUMNS, *SHORT_COLUMNS]

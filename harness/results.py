@@ -36,7 +36,6 @@ SWEEP_FILE = "sweep.json"
 PLANNING_FILE = "planning.json"
 # The checkpoints of a sweep's tasks in flight (harness.checkpoint writes them).
 CHECKPOINTS_FOLDER = ".checkpoints"
-
 METRIC_COLUMNS = ["iteration", "epoch", "time_s", "metric", "value"]
 
 

@@ -94,12 +94,8 @@ def choose(runs: pd.DataFrame, keys: list[str], phase_keys: list[str]) -> pd.Dat
     summary = analysis.summarize(runs.assign(_group=groups))
     summary["group"] = summary["config_id"].map(dict(zip(runs["config_id"], groups, strict=True)))
     trials = summary.groupby("group")["config_id"].nunique()
-    # the first of each group in the rule's order (as `shortlist`): best_configs would group by
-    # every key that varies, phase keys too, and split a group where a phase key varies
-    ranked = analysis.rank_configs(summary, tune=keys).drop(columns="_group")
-    best = ranked.drop_duplicates("group").sort_values(
-        [*analysis.LABEL_COLUMNS, "setting"], ignore_index=True
-    )
+    # a group's trials may differ in the phase keys too (a shortlist's, at another length)
+    best = analysis.best_configs(summary, tune=[*keys, *phase_keys])
     return best.assign(n_trials=best["group"].map(trials))
 
 

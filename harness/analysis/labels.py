@@ -16,10 +16,6 @@ from harness.results import config_keys
 LABEL_COLUMNS = [c for c in ID_COLUMNS if c != "seed"]
 
 
-# CHOICE_COLUMNS: config groups whose option name is a column. A key of the group that is the
-# same for every run of one option (optimizer.betas for adam) is told by the name and not
-# repeated in labels.
-
 # The choices that name a net (the model) and a setting (the optimizer). Any other choice (the
 # schedule) is told by its name only where a label states it: a label key where it varies.
 NAME_COLUMNS = ("model", "optimizer")
