@@ -15,7 +15,7 @@ own commands, for as long as a call allowed:
   the CPU had finished (`phase2_optimizers.txt`): one stack of 17;
 * `phase2_net3_more_runs.parquet`: the same for 36 more (`phase2_more.txt`; the GPU split them
   into stacks of 7, 10, 10 and 9 by its own step times), until the call's time ran out: 17 runs
-  of two stacks; matched to the CPU's runs as far as the CPU has trained them.
+  of two stacks.
 
 The script is `zoo_phase2_net3.sh` (`LIST=phase2_more.txt` for the second), copied here.
 
@@ -40,7 +40,7 @@ SLICES = {
     "phase 1, runs that train alone": ("phase1_singles_runs.parquet", "zoo_tune"),
     "phase 1, net3 stacks": ("phase1_net3_stacks_runs.parquet", "zoo_tune"),
     "phase 2, a net3 stack": ("phase2_net3_runs.parquet", "zoo_shortlist"),
-    "phase 2, net3, more (the CPU's so far)": ("phase2_net3_more_runs.parquet", "zoo_shortlist"),
+    "phase 2, net3, more": ("phase2_net3_more_runs.parquet", "zoo_shortlist"),
 }
 
 
