@@ -24,7 +24,9 @@
 # chooses nothing). A steep curve needs tuning; a flat one is good from the first trial.
 #
 # The sweep folder is `$HARNESS_SWEEP` (default: the committed `results/course_tune`); the keys
-# it tuned come from its `tuning.json` (a sweep without one: the learning rate).
+# it tuned come from its `tuning.json`. A study whose values came from an earlier one (a
+# shortlist, an evaluation phase such as `results/course`) shows that one's trials
+# (`report.tuning_study`); a sweep that tuned nothing, its own rates as trials.
 
 # %%
 # %matplotlib inline
@@ -33,10 +35,10 @@ from IPython.display import Markdown
 from harness import analysis, report, selection, tuning_curves
 
 sweep = report.sweep_from_env("course_tune")
-runs, _ = report.load_sweep(sweep)
-tuned = report.tuned_keys_of(sweep) or [analysis.LR_KEY]
+study = report.tuning_study_or_rates(sweep, report.load_sweep(sweep)[0])
+runs, tuned = study.runs, study.keys
 curves = tuning_curves.tuning_curves(runs, tune=tuned)
-print(f"{sweep}: {len(runs)} runs, {analysis.selection_text(runs)}; tuned: {', '.join(tuned)}")
+print(f"{study.sweep}: {len(runs)} runs, {analysis.selection_text(runs)}; tuned: {tuned}")
 
 # %%
 report.show(report.tuning_curve_figure, curves)
@@ -67,4 +69,4 @@ Markdown(report.markdown_table(tuning_curves.tuning_table(curves), index=False))
 # evaluation phase (`harness-train -m experiment=course`) trains with fresh seeds.
 
 # %%
-Markdown(report.markdown_table(selection.selection_table(str(sweep), tuned, []), index=False))
+Markdown(report.markdown_table(selection.selection_table(str(study.sweep), tuned, []), index=False))

@@ -22,8 +22,8 @@
 # 10,000 held-out images with 3 fresh seeds (`experiment=zoo`). The test set chooses nothing:
 # it reports.
 #
-# The evaluation study is `$HARNESS_SWEEP` (default: the committed `results/zoo`), its tuning
-# study `$HARNESS_TUNING_SWEEP` (default: `results/zoo_tune`).
+# The evaluation study is `$HARNESS_SWEEP` (default: the committed `results/zoo`); its tuning
+# study, the one its rates trace back to (`report.tuning_study`: `results/zoo_tune`).
 
 # %%
 # %matplotlib inline
@@ -32,13 +32,13 @@ from collections import Counter
 import pandas as pd
 from IPython.display import Markdown, display
 
-from harness import analysis, report, style, tuning_curves
+from harness import analysis, report, style
 
 sweep = report.sweep_from_env("zoo")
-tuning_sweep = report.sweep_from_env("zoo_tune", variable="HARNESS_TUNING_SWEEP")
 runs, curves = report.load_sweep(sweep)
+tuning = report.tuning_study_or_rates(sweep, runs)
 versus = analysis.against_reference(runs, style.COURSE_OPTIMIZERS)
-print(f"{sweep}: {len(runs)} runs, {runs['optimizer'].nunique()} optimizers; {tuning_sweep}")
+print(f"{sweep}: {len(runs)} runs, {runs['optimizer'].nunique()} optimizers; {tuning.sweep}")
 
 # %% [markdown]
 # ## Who beats the course's best?
@@ -81,10 +81,7 @@ report.show(report.quality_against_step_time_figure, runs)
 # and after all ten (expected over the orders of the trials). A short bar is cheap to tune.
 
 # %%
-tuning_runs, _ = report.load_sweep(tuning_sweep)
-tuned = report.tuned_keys_of(tuning_sweep) or [analysis.LR_KEY]
-gains = tuning_curves.tuning_curves(tuning_runs, tune=tuned)
-report.show(report.tuning_gain_figure, gains)
+report.show(report.tuning_gain_figure, *report.tuning_curves_of(tuning))
 
 # %% [markdown]
 # ## Which fail, and why

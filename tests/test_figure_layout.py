@@ -19,7 +19,7 @@ from smoke_sweep import TARGET
 
 from harness import analysis, style
 from harness.identity import identity_hash
-from harness.report import default_target, make_figures
+from harness.report import TuningStudy, default_target, make_figures
 from harness.report.summary import against_the_course_markdown, net_table_markdown
 from harness.report.tables import final_metrics_table
 from harness.results import load_curves, load_runs, with_config_columns
@@ -114,7 +114,8 @@ def figures_of(folder: Path, target: float | None, copies: int = 0) -> dict[str,
         runs, curves = zoo_sized(runs, curves, copies)
     if target is None:
         target = default_target(analysis.quality(runs))
-    made = make_figures(runs, curves, target, tuned=[analysis.LR_KEY])  # its rates: trials
+    trials = TuningStudy(folder, [analysis.LR_KEY], runs)  # its rates as trials
+    made = make_figures(runs, curves, target, trials)
     return {name: fig for name, fig in made.items() if isinstance(fig, Figure)}
 
 
@@ -193,7 +194,7 @@ def test_a_zoos_figures_draw_in_colour_the_best_on_validation_and_the_courses_be
     for optimizer, (val, test) in made_up.items():
         mine = runs["optimizer"] == optimizer
         runs.loc[mine, "final_val_accuracy"], runs.loc[mine, "final_test_accuracy"] = val, test
-    figures = make_figures(runs, curves, TARGET, tuned=[analysis.LR_KEY])
+    figures = make_figures(runs, curves, TARGET, TuningStudy(smoke_sweep, [analysis.LR_KEY], runs))
     for name in ("convergence_train_loss", "convergence_test_accuracy", "lr_sensitivity"):
         figure = figures[name]
         legends = [ax.get_legend() for ax in figure.axes if ax.get_legend()] + figure.legends

@@ -76,7 +76,6 @@ def test_notebook_runs_without_error_on_the_smoke_sweep(
     notebook = nbformat.read(script.with_suffix(".ipynb"), as_version=4)
     # The kernel inherits the environment: the notebooks read the sweep folder from it.
     monkeypatch.setenv("HARNESS_SWEEP", str(committed_like_sweep))
-    monkeypatch.setenv("HARNESS_TUNING_SWEEP", str(committed_like_sweep))  # its rates: trials
     monkeypatch.setenv("HARNESS_ESGD", str(tiny_esgd_study))
     monkeypatch.setenv("HARNESS_TARGET", str(TARGET))
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")

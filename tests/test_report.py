@@ -385,9 +385,9 @@ def test_report_writes_every_figure_and_the_summary(smoke_sweep, tmp_path):
         "* skipped: learning rate and momentum chosen by self-tuning optimizers: no optimizer "
         "in the sweep tunes its own learning rate and momentum",
         "* skipped: tuning curves: expected quality after k trials of tuning: not a tuning study "
-        "(no tuning.json in the sweep folder)",
+        "(no tuning.json in the sweep folder, no tune.source)",
         "* skipped: what tuning gains: each setting after one trial and after all of them: not a "
-        "tuning study (no tuning.json in the sweep folder)",
+        "tuning study (no tuning.json in the sweep folder, no tune.source)",
     ]
 
 

@@ -4,6 +4,7 @@ takes the chosen settings from the tuning study by itself (harness.selection).""
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -11,9 +12,11 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from conftest import compose_config, hydra_context, run_cli, train_in_process
+from harness import report
 from harness.errors import ConfigError
 from harness.results import RUN_FILE, RUNS_TABLE
 from harness.search import (
+    PROTOCOL_FILE,
     Dimension,
     check_protocol,
     search_space,
@@ -255,6 +258,9 @@ def test_the_evaluation_phase_takes_the_rate_the_validation_set_chose(tuning_stu
     assert chosen == {o: [lr] for o, lr in expected.items()}
     selection = (evaluation / "selection.md").read_text()
     assert "final_val_accuracy" in selection and "The test set chose nothing" in selection
+    study = report.tuning_study(evaluation)  # its tuning curves: the trials it chose among
+    assert isinstance(study, report.TuningStudy)
+    assert study.sweep == folder and study.keys == ["optimizer.lr"] and len(study.runs) == 6
 
 
 def test_an_evaluation_of_an_unfinished_tuning_study_is_one_line(tuning_study, tmp_path):
@@ -363,3 +369,36 @@ def test_a_shortlist_trains_the_best_trials_of_its_earlier_study_at_another_leng
     assert set(runs["iterations"]) == {60} and len(runs) == 4
     found = {o: sorted(g["lr"]) for o, g in runs.groupby("optimizer")}
     assert found == expected  # the two best by validation accuracy, none drawn anew
+    # Its tuning curves are its source's: its own trials are that study's best, not draws.
+    report.write_report(shortlist, formats=("png",))
+    summary = (shortlist / "report" / "summary.md").read_text()
+    assert f"trials of 20 iterations in {folder}), over every" in summary
+    table = summary.split("## Tuning curves")[1].split("##")[0]
+    assert "| net1 | sgd | 3 |" in table and "| net1 | adam | 3 |" in table
+    assert (shortlist / "report" / "tuning_curves.png").exists()
+
+
+def test_a_tuning_study_is_followed_back_to_its_trials_or_skipped_in_one_line(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    results = tmp_path / "elsewhere" / "results"
+
+    def study(name: str, **protocol) -> Path:
+        (results / name).mkdir(parents=True, exist_ok=True)
+        (results / name / PROTOCOL_FILE).write_text(
+            json.dumps({"tuned_keys": ["optimizer.lr"], **protocol})
+        )
+        return results / name
+
+    shortlist = study("shortlist", method="shortlist", source="results/tune")
+    missing = report.tuning_study(shortlist)
+    assert isinstance(missing, report.Skipped)
+    assert str(missing) == f"the tuning study of {shortlist}, results/tune, is not here"
+    # the source as the study named it, found beside the sweep (the report runs elsewhere)
+    tune = study("tune", method="random")
+    found = report.tuning_study(shortlist)
+    assert isinstance(found, report.TuningStudy) and found.sweep == tune
+    study("tune", method="shortlist", source="results/shortlist")
+    circle = report.tuning_study(shortlist)
+    assert isinstance(circle, report.Skipped) and "in a circle" in str(circle)

@@ -126,7 +126,7 @@ def test_curves_table_and_figure_on_a_real_sweep(smoke_sweep):
         top_down = [label for _, label in ticks]
         assert top_down == list(best_first)
     with pytest.raises(report.Skipped, match="not a tuning study"):
-        report._tuning_curves(runs, None)
+        report.tuning_curves_of(report.tuning_study(smoke_sweep))
 
 
 def seeded_trials(

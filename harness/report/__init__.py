@@ -7,7 +7,8 @@ figure draws a table of `harness.analysis` (the tests compare the plotted data w
 One module per concern (the house style, colours and axis helpers, is `harness.style`; the
 Markdown writer `harness.markdown`):
 
-- `inputs`: a sweep's tables; the sweep folder and target of the notebooks ($HARNESS_SWEEP, ...)
+- `inputs`: a sweep's tables and its tuning study (`tuning_study`); the sweep folder and
+  target of the notebooks ($HARNESS_SWEEP, ...)
 - `common`: `Skipped` (a figure the sweep cannot have) and `show`, for notebooks
 - figures by family: `convergence`, `sensitivity` (learning rate, batch size, any other key,
   effective step), `time_to_target`, `profiles`, `tuning_curves`, `tuned_hyperparameters`
@@ -30,18 +31,20 @@ from harness.report.convergence import convergence_figure, course_figure
 from harness.report.cost import quality_against_step_time_figure
 from harness.report.figures import (
     FIGURES,
-    _tuning_curves,
     figure_title,
     make_figures,
     nets_of,
+    tuning_curves_of,
 )
 from harness.report.inputs import (
     REPO,
+    TuningStudy,
     default_target,
     load_sweep,
     sweep_from_env,
     target_from_env,
-    tuned_keys_of,
+    tuning_study,
+    tuning_study_or_rates,
 )
 from harness.report.profiles import performance_profile_figure
 from harness.report.sensitivity import (
@@ -76,7 +79,6 @@ __all__ = [
     "REPO",
     "Report",
     "Skipped",
-    "_tuning_curves",  # tests/test_tuning_curves.py checks its refusal
     "axis_figure",
     "batch_size_figure",
     "configs_table",
@@ -106,7 +108,10 @@ __all__ = [
     "reference_table",
     "time_to_target_table",
     "tuned_hyperparameters_figure",
-    "tuned_keys_of",
+    "tuning_study",
+    "tuning_study_or_rates",
+    "TuningStudy",
+    "tuning_curves_of",
     "tuning_curve_figure",
     "tuning_gain_figure",
     "tuning_markdown",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import pandas as pd
 from matplotlib.figure import Figure
@@ -14,6 +14,7 @@ from harness import analysis, tuning_curves
 from harness.report.common import Skipped
 from harness.report.convergence import convergence_figure, course_figure
 from harness.report.cost import quality_against_step_time_figure
+from harness.report.inputs import TuningStudy
 from harness.report.profiles import performance_profile_figure
 from harness.report.sensitivity import (
     batch_size_figure,
@@ -67,11 +68,11 @@ def make_figures(
     runs: pd.DataFrame,
     curves: pd.DataFrame,
     target: float | None,
-    tuned: Sequence[str] | None = None,
+    tuning: TuningStudy | Skipped | None = None,
 ) -> dict[str, Figure | Skipped]:
     """Every figure of the report by name, or the Skipped exception that says why not.
     Figures of time to target need a `target` (for accuracy, `default_target` gives one); the
-    tuning curves need the keys a tuning study tuned (`tuned`, from its tuning.json)."""
+    tuning curves need the sweep's tuning study (`inputs.tuning_study`)."""
     q, split = analysis.quality(runs), analysis.selection_split(curves)
     try:
         ttt: pd.DataFrame | Skipped = time_to_target_summary(curves, target, q)
@@ -103,8 +104,8 @@ def make_figures(
             analysis.profile_tables(runs, curves, target), target, q, split
         ),
         "tuned_hyperparameters": lambda: tuned_hyperparameters_figure(runs, curves),
-        "tuning_curves": lambda: tuning_curve_figure(_tuning_curves(runs, tuned)),
-        "tuning_gain": lambda: tuning_gain_figure(_tuning_curves(runs, tuned)),
+        "tuning_curves": lambda: tuning_curve_figure(*tuning_curves_of(tuning)),
+        "tuning_gain": lambda: tuning_gain_figure(*tuning_curves_of(tuning)),
         "quality_against_step_time": lambda: quality_against_step_time_figure(runs),
     }
     # Any other numeric key the sweep varies (momentum, weight decay, ...) gets a figure too.
@@ -131,7 +132,9 @@ def _file_name(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "_", label).strip("_")
 
 
-def _tuning_curves(runs: pd.DataFrame, tuned: Sequence[str] | None) -> pd.DataFrame:
-    if not tuned:
-        raise Skipped("not a tuning study (no tuning.json in the sweep folder)")
-    return tuning_curves.tuning_curves(runs, tune=tuned)
+def tuning_curves_of(tuning: TuningStudy | Skipped | None) -> tuple[pd.DataFrame, str]:
+    """The tuning curves of a tuning study and what its trials are (for a figure's title);
+    the study's Skipped where there is none."""
+    if not isinstance(tuning, TuningStudy):
+        raise tuning or Skipped("not a tuning study (no tuning.json in the sweep folder)")
+    return tuning_curves.tuning_curves(tuning.runs, tune=tuning.keys), tuning.trials_text()

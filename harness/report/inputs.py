@@ -1,16 +1,20 @@
-"""What a report and the notebooks read: a sweep folder's tables, the keys a tuning study
-tuned, and, for the notebooks, the sweep and the target from the environment."""
+"""What a report and the notebooks read: a sweep folder's tables, the tuning study its tuning
+curves come from, and, for the notebooks, the sweep and the target from the environment."""
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+from omegaconf import OmegaConf
 
+from harness.analysis import LR_KEY
+from harness.report.common import Skipped
 from harness.results import load_curves, load_runs
-from harness.search import PROTOCOL_FILE
+from harness.search import PROTOCOL_FILE, SHORTLIST
 
 REPO = Path(__file__).resolve().parents[2]
 # The course results, committed; the default sweep of the notebooks.
@@ -49,12 +53,11 @@ def load_sweep(sweep: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return runs, load_curves(sweep, runs)
 
 
-def sweep_from_env(study: str | None = None, variable: str = SWEEP_ENV) -> Path:
-    """The sweep folder of the notebooks: $HARNESS_SWEEP (or another `variable`: the zoo
-    notebook's tuning study is $HARNESS_TUNING_SWEEP), else the committed results/<study>
+def sweep_from_env(study: str | None = None) -> Path:
+    """The sweep folder of the notebooks: $HARNESS_SWEEP, else the committed results/<study>
     (results/course by default)."""
     default = REPO / "results" / study if study else DEFAULT_SWEEP
-    return Path(os.environ.get(variable) or default)
+    return Path(os.environ.get(SWEEP_ENV) or default)
 
 
 def target_from_env(quality: str = "accuracy") -> float | None:
@@ -63,7 +66,65 @@ def target_from_env(quality: str = "accuracy") -> float | None:
     return float(value) if value else default_target(quality)
 
 
-def tuned_keys_of(sweep: Path) -> list[str] | None:
-    """The keys a tuning study tuned (its tuning.json: hydra/sweeper=tune), or None."""
-    protocol = sweep / PROTOCOL_FILE
-    return json.loads(protocol.read_text())["tuned_keys"] if protocol.exists() else None
+@dataclass(frozen=True)
+class TuningStudy:
+    """The trials tuning curves are drawn from: a tuning study's folder, the keys it tuned and
+    its runs."""
+
+    sweep: Path
+    keys: list[str]
+    runs: pd.DataFrame
+
+    def trials_text(self, folder: str | None = None) -> str:
+        """'trials of 2,000 iterations in zoo_tune': what its tuning curves count (`folder`: how
+        to name the study, default the folder's name)."""
+        configs = self.runs.get("config", pd.Series(dtype=object))
+        length = configs.map(lambda c: json.loads(c).get("train.iterations"))
+        lengths = " or ".join(f"{int(n):,}" for n in sorted(length.dropna().unique()))
+        folder = folder or self.sweep.name
+        return f"trials of {lengths} iterations in {folder}" if lengths else f"trials in {folder}"
+
+
+def tuning_study(sweep: Path, runs: pd.DataFrame | None = None) -> TuningStudy | Skipped:
+    """The study of `sweep`'s tuning curves: its own trials where it drew them (a tuning study of
+    random or grid trials: its tuning.json); where its values came from an earlier study, that
+    study's, followed back: a shortlist's trials are an earlier study's best (not draws, so a
+    curve over them would flatter every optimizer), and an evaluation phase (`${tuned:}`, its
+    tune.source in multirun.yaml) trained one pick per setting. Skipped (why) where the sweep
+    tuned nothing or its source is not here: a folder as given, or beside the sweep. `runs`: the
+    sweep's, where the caller has read them already."""
+    first, seen = sweep, set()
+    while sweep.resolve() not in seen:
+        seen.add(sweep.resolve())
+        protocol = sweep / PROTOCOL_FILE
+        if protocol.exists():
+            tuning = json.loads(protocol.read_text())
+            if tuning["method"] != SHORTLIST:
+                own = runs is not None and sweep == first
+                return TuningStudy(sweep, tuning["tuned_keys"], runs if own else load_runs(sweep))
+            source = tuning["source"]
+        else:
+            source = _evaluation_source(sweep)
+            if source is None:
+                why = "no tuning.json in the sweep folder, no tune.source"
+                return Skipped(f"not a tuning study ({why})")
+        found = [p for p in (Path(source), sweep.parent / Path(source).name) if p.is_dir()]
+        if not found:
+            return Skipped(f"the tuning study of {sweep}, {source}, is not here")
+        sweep = found[0]
+    return Skipped(f"the tuning studies of {sweep} name each other in a circle")
+
+
+def tuning_study_or_rates(sweep: Path, runs: pd.DataFrame) -> TuningStudy:
+    """For the notebooks: `tuning_study`, or where the sweep tuned nothing (a grid of rates, a
+    smoke sweep), its own `runs` as trials of the learning rate."""
+    study = tuning_study(sweep, runs)
+    return study if isinstance(study, TuningStudy) else TuningStudy(sweep, [LR_KEY], runs)
+
+
+def _evaluation_source(sweep: Path) -> str | None:
+    """The tune.source of the sweep's invocation (its multirun.yaml), or None."""
+    invocation = sweep / "multirun.yaml"
+    if not invocation.exists():
+        return None
+    return OmegaConf.select(OmegaConf.load(invocation), "tune.source", default=None)

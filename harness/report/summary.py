@@ -16,7 +16,7 @@ from harness import analysis, tuning_curves
 from harness.markdown import markdown_table
 from harness.report.common import Skipped
 from harness.report.figures import figure_title, make_figures, time_to_target_summary
-from harness.report.inputs import checked_target, load_sweep, tuned_keys_of
+from harness.report.inputs import TuningStudy, checked_target, load_sweep, tuning_study
 from harness.report.tables import (
     configs_table,
     final_metrics_table,
@@ -60,9 +60,10 @@ def fixed_config(runs: pd.DataFrame, groups: Sequence[str] = ("train.", "data.")
     return {k: v for k, v in first.items() if k.startswith(tuple(groups)) and k not in varying}
 
 
-def tuning_markdown(runs: pd.DataFrame, tuned: Sequence[str]) -> list[str]:
+def tuning_markdown(tuning: TuningStudy) -> list[str]:
     """The summary's section on tuning curves: expected quality after k trials."""
-    table = tuning_curves.tuning_table(tuning_curves.tuning_curves(runs, tune=tuned))
+    runs = tuning.runs
+    table = tuning_curves.tuning_table(tuning_curves.tuning_curves(runs, tune=tuning.keys))
     if table.empty:
         return []
     nets, settings = net_order(runs.assign(net=analysis.net_labels(runs))), setting_order(table)
@@ -76,9 +77,10 @@ def tuning_markdown(runs: pd.DataFrame, tuned: Sequence[str]) -> list[str]:
         "## Tuning curves",
         "",
         f"Expected final quality of the trial picked among k random trials of each setting "
-        f"({', '.join(tuned)} tuned; {analysis.selection_text(runs)}), over every k-subset of "
-        "its trials: 'validation / test' (the test value is what a user with k trials would "
-        "report; it chose nothing).",
+        f"({', '.join(tuning.keys)} tuned; {analysis.selection_text(runs)}; "
+        f"{tuning.trials_text(str(tuning.sweep))}), over every k-subset of its trials: "
+        "'validation / test' (the test value is what a user with k trials would report; it "
+        "chose nothing).",
         "",
         markdown_table(table, index=False),
     ]
@@ -151,7 +153,7 @@ def summary_markdown(
     target: float | None,
     figures: dict[str, str] | None = None,
     skipped: dict[str, str] | None = None,
-    tuned: Sequence[str] | None = None,
+    tuning: TuningStudy | Skipped | None = None,
 ) -> str:
     """The Markdown summary: what the sweep holds, the final-metrics tables, every config,
     time to target (with a target), performance profiles, and the figures made and skipped."""
@@ -236,8 +238,8 @@ def summary_markdown(
         else:
             parts.append(f"No run reached {target_text(target, q, split)}.")
     parts += quality_at_time_markdown(runs, curves)
-    if tuned:
-        parts += tuning_markdown(runs, tuned)
+    if isinstance(tuning, TuningStudy):
+        parts += tuning_markdown(tuning)
     costs = analysis.profile_tables(runs, curves, target)
     parts += [
         "",
@@ -285,8 +287,8 @@ def write_report(
     out.mkdir(parents=True, exist_ok=True)
     report = Report(out)
     figures = {}
-    tuned = tuned_keys_of(sweep)
-    for name, figure in make_figures(runs, curves, target, tuned).items():
+    tuning = tuning_study(sweep, runs)
+    for name, figure in make_figures(runs, curves, target, tuning).items():
         if isinstance(figure, Skipped):
             report.skipped[name] = str(figure)
             continue
@@ -295,7 +297,7 @@ def write_report(
             save_figure(figure, path)
             report.written.append(path)
         figures[name] = f"{name}.{formats[0]}"
-    text = summary_markdown(sweep, runs, curves, target, figures, report.skipped, tuned)
+    text = summary_markdown(sweep, runs, curves, target, figures, report.skipped, tuning)
     (out / "summary.md").write_text(text)
     report.written.append(out / "summary.md")
     return report

@@ -37,11 +37,12 @@ from harness.style import (
 
 
 @styled
-def tuning_curve_figure(curves: pd.DataFrame) -> Figure:
+def tuning_curve_figure(curves: pd.DataFrame, trials: str | None = None) -> Figure:
     """Tuning curves (harness.tuning_curves): per net, the expected final validation quality of
     the trial picked among k random trials of each setting's tuning study (solid), and the
     expected test quality of that same pick (dashed), against k. Accuracies as error rates
-    (100 - accuracy, %) on a log axis, so that the last tenths of a per cent stay apart."""
+    (100 - accuracy, %) on a log axis, so that the last tenths of a per cent stay apart.
+    `trials`: what the trials are, for the title (`TuningStudy.trials_text`)."""
     if curves.empty or curves["n_trials"].max() < 2:
         raise Skipped("no setting has two trials or more: there is no tuning curve to draw")
     val_metric = curves["val_metric"].iloc[0]
@@ -96,7 +97,8 @@ def tuning_curve_figure(curves: pd.DataFrame) -> Figure:
         f"Tuning curves: the trial picked among k of {n} by final {chooser} "
         f"{'accuracy' if percent else what},\nexpected over random orders of the trials; "
         f"solid: its {chooser} error, dashed: its test error\n"
-        "(a setting with one trial has nothing to tune: a flat line)"
+        f"({f'{trials}; ' if trials else ''}a setting with one trial has nothing to tune: a flat "
+        "line)"
         + ("\n" + focus_note("net after the whole budget") if len(shown) < len(styles) else "")
     )
     return fig
@@ -108,11 +110,12 @@ GAIN_ROW, GAIN_CHARACTER = 0.15, 0.055
 
 
 @styled
-def tuning_gain_figure(curves: pd.DataFrame) -> Figure:
+def tuning_gain_figure(curves: pd.DataFrame, trials: str | None = None) -> Figure:
     """What tuning gains, per net: each setting's expected validation error of the trial picked
     after one trial (hollow) and after its whole budget of N (filled), one row per setting, the
     best after N on top. A short bar is cheap to tune; readable for 100+ settings, where the
-    tuning curves of all of them cross. Accuracies as error rates on a log axis."""
+    tuning curves of all of them cross. Accuracies as error rates on a log axis. `trials`: what
+    the trials are, for the title (`TuningStudy.trials_text`)."""
     if curves.empty or curves["n_trials"].max() < 2:
         raise Skipped("no setting has two trials or more: tuning gains nothing to draw")
     val_metric = curves["val_metric"].iloc[0]
@@ -154,7 +157,7 @@ def tuning_gain_figure(curves: pd.DataFrame) -> Figure:
     figure_legend(fig, handles, ["after one trial", f"after all N trials (N ≤ {n})"])
     fig.suptitle(
         f"What tuning gains: the {chooser} error of the trial picked after one trial and after "
-        f"the whole budget,\nexpected over random orders of the trials; best on top, a short bar "
-        "is cheap to tune"
+        f"the whole budget,\nexpected over random orders of the trials"
+        f"{f' ({trials})' if trials else ''}; best on top, a short bar is cheap to tune"
     )
     return fig
