@@ -263,9 +263,18 @@ def styled(function: Callable) -> Callable:
 
 
 def save_figure(figure: Figure, path: str | Path) -> None:
-    """Save as the file's suffix says (png at 150 dpi, svg with text kept as text)."""
-    with matplotlib.rc_context(STYLE):
-        figure.savefig(path, dpi=150, bbox_inches="tight", pad_inches=0.05)
+    """Save as the file's suffix says (png at 150 dpi, svg with text kept as text). The same
+    figure gives the same file: an svg without its date and with ids from a fixed salt (not
+    random), so that a committed report drawn again changes only where a figure did."""
+    svg = Path(path).suffix == ".svg"
+    with matplotlib.rc_context({**STYLE, "svg.hashsalt": "optimizer-harness"}):
+        figure.savefig(
+            path,
+            dpi=150,
+            bbox_inches="tight",
+            pad_inches=0.05,
+            metadata={"Date": None} if svg else None,
+        )
 
 
 # Legend entries: a few fit in rows below the panels; more go beside them, in columns of at most

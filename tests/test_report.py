@@ -456,6 +456,17 @@ def test_a_committed_report_is_drawn_again_identically(tmp_path, monkeypatch):
     assert set(result.skipped) == set(report.FIGURES) - figures - {"convergence_test_rmse"}
 
 
+def test_a_figure_saved_again_is_the_same_file(tables, tmp_path):
+    # a committed report drawn again changes only where a figure did: no date, no random ids
+    runs, curves = tables
+    for name in ("first", "again"):
+        figure = report.convergence_figure(runs, curves, "train_loss")
+        for fmt in ("svg", "png"):
+            style.save_figure(figure, tmp_path / f"{name}.{fmt}")
+    for fmt in ("svg", "png"):
+        assert (tmp_path / f"first.{fmt}").read_bytes() == (tmp_path / f"again.{fmt}").read_bytes()
+
+
 def test_bad_input_from_the_command_line_is_one_line_and_exit_status_2(tmp_path):
     result = subprocess.run(
         [sys.executable, "-c", "from harness.report import main; main()", str(tmp_path / "no")],
