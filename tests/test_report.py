@@ -456,6 +456,21 @@ def test_a_committed_report_is_drawn_again_identically(tmp_path, monkeypatch):
     assert set(result.skipped) == set(report.FIGURES) - figures - {"convergence_test_rmse"}
 
 
+def test_the_zoos_reading_is_drawn_from_a_sweeps_tables(smoke_sweep, tmp_path):
+    sys.path.insert(0, str(REPO / "experiments"))
+    import zoo_reading
+
+    sweep = write_sweep(tmp_path / "smoke", *(load_runs(smoke_sweep), load_curves(smoke_sweep)))
+    text = zoo_reading.main(sweep)
+    assert text == (sweep / "reading.md").read_text()
+    versus = analysis.against_reference(load_runs(sweep), style.COURSE_OPTIMIZERS)
+    reference = versus[versus["verdict"] == "reference"].iloc[0]
+    assert f"Reference: {reference['setting']} (lr {reference['lr']:.3g})" in text
+    for section in ("Who beats", "cheap to tune", "expensive per step", "Which fail"):
+        assert f"## {section}" in text or f"## Which are {section}" in text
+    assert "Not drawn: not a tuning study" in text  # the smoke sweep tuned nothing
+
+
 def test_a_figure_saved_again_is_the_same_file(tables, tmp_path):
     # a committed report drawn again changes only where a figure did: no date, no random ids
     runs, curves = tables

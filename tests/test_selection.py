@@ -12,7 +12,7 @@ import pytest
 from smoke_sweep import TARGET
 
 from conftest import REPO
-from harness import analysis, report, selection, tuning_curves
+from harness import analysis, report, selection, style, tuning_curves
 from harness.identity import identity_hash
 from harness.report.summary import quality_at_time_markdown
 from harness.results import config_keys, load_curves, load_runs, with_config_columns
@@ -74,6 +74,13 @@ def picks(runs: pd.DataFrame, curves: pd.DataFrame) -> dict[str, object]:
         "final_metrics_table bold": _bold(report.final_metrics_table(best)),
         "quality_at_time bold (summary.md)": _bold_cells(quality_at_time_markdown(runs, curves)),
         "course rates (experiments/course_lr.py)": sorted(course_lr.choose(runs)["config_id"]),
+        "against the course's best (its reference and rates; experiments/zoo_reading.py)": (
+            analysis.against_reference(runs, style.COURSE_OPTIMIZERS)[
+                ["net", "setting", "lr", "reference"]
+            ]  # in the order of the gain, which the test set reports
+            .sort_values(["net", "setting"])
+            .to_dict("records")
+        ),
         "tuning selection (harness.selection)": sorted(
             selection.choose(runs, ["optimizer.lr"], [])["config_id"]
         ),

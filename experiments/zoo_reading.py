@@ -1,0 +1,259 @@
+"""The zoo's reading in numbers: what the README says of the study, drawn from its tables.
+
+    python experiments/zoo_reading.py [results/zoo]
+
+Writes <sweep>/reading.md, per net:
+
+* **who beats the course's best:** every setting at its rate chosen on validation against the
+  best of the course's nine optimizers (chosen the same way), with the 95 % interval of the
+  gain in test accuracy (Welch's t over seeds: `analysis.against_reference`), and the same
+  verdict with the interval widened for the net's m comparisons (Bonferroni: 1 - 0.05 / m), since
+  among 130 settings a few intervals leave zero out by chance alone;
+* **which are cheap to tune:** from the study the rates were tuned in (`report.tuning_study`:
+  phase 1's random rates), the expected validation error after one trial and after all of them;
+* **which are expensive per step:** one optimizer step of the net timed alone
+  (`step_time_alone_s`), as a multiple of SGD's on the same net;
+* **which fail:** the runs that diverged, the settings far below the course's best, and the
+  catalogue's refusals (`results/zoo/catalogue.csv`, `experiments/zoo_catalogue.py`).
+
+Every pick is the validation set's; the test set only reports.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from harness import analysis, report, style, tuning_curves
+from harness.analysis.reference import BETTER, DIVERGED, REFERENCE, TIED, WORSE
+from harness.markdown import markdown_table
+
+ROOT = Path(__file__).resolve().parents[1]
+CATALOGUE = ROOT / "results" / "zoo" / "catalogue.csv"
+LISTED = 10  # settings listed per net in each section
+FAR_BELOW = 5.0  # points of test accuracy below the course's best that count as failing
+
+
+def beats(runs: pd.DataFrame) -> list[str]:
+    """Per net: the reference, how many settings the interval puts above and below it, and
+    those above (with and without the correction for the net's number of comparisons)."""
+    versus = analysis.against_reference(runs, style.COURSE_OPTIMIZERS)
+    test = analysis.final_quality(runs)
+    lines = ["## Who beats the course's best", ""]
+    for net, rows in versus.groupby("net", sort=False):
+        m = len(rows) - 1  # every setting but the reference
+        strict = analysis.against_reference(
+            runs[analysis.net_labels(runs) == net], style.COURSE_OPTIMIZERS, 1 - 0.05 / m
+        ).set_index("setting")["verdict"]
+        rows = rows.assign(bonferroni=rows["setting"].map(strict))
+        reference = rows[rows["verdict"] == REFERENCE].iloc[0]
+        counts = rows["verdict"].value_counts()
+        corrected = rows["bonferroni"].value_counts()
+        lines += [
+            f"### {net}",
+            "",
+            f"Reference: {reference['setting']} (lr {reference['lr']:.3g}), "
+            f"{100 * reference[f'{test}_mean']:.2f} % test accuracy. Of {m} settings: "
+            + ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS)
+            + f" at 95 %; with Bonferroni over {m}: "
+            + ", ".join(f"{corrected.get(v, 0)} {v}" for v in VERDICTS[:2])
+            + ".",
+            "",
+        ]
+        better = rows[rows["verdict"] == BETTER]
+        if len(better):
+            lines += [markdown_table(_gains(better, test), index=False), ""]
+    return lines
+
+
+VERDICTS = (BETTER, WORSE, TIED, DIVERGED)
+
+
+def _gains(rows: pd.DataFrame, test: str) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "setting": rows["setting"],
+            "lr": rows["lr"].map(lambda v: f"{v:.3g}"),
+            "test accuracy (%)": (100 * rows[f"{test}_mean"]).map(lambda v: f"{v:.2f}"),
+            "gain (points, 95 % CI)": [
+                f"{100 * g:+.2f} [{100 * lo:+.2f}, {100 * hi:+.2f}]"
+                for g, lo, hi in zip(rows["gain"], rows["gain_low"], rows["gain_high"], strict=True)
+            ],
+            "after Bonferroni": rows["bonferroni"],
+            "step alone (ms)": (1000 * rows["step_time_alone_s"]).map(lambda v: f"{v:.2f}"),
+        }
+    )
+
+
+def tuning_cost(sweep: Path) -> list[str]:
+    """Per net: the settings with the lowest expected validation error after one random trial of
+    the tuning study, with their error after all of its trials; a setting whose trials all end
+    alike is marked: its tuned rate moves nothing on that net (cheap to tune for no merit)."""
+    study = report.tuning_study(sweep)
+    if isinstance(study, report.Skipped):
+        return ["## Which are cheap to tune", "", f"Not drawn: {study}", ""]
+    curves = tuning_curves.tuning_curves(study.runs, tune=study.keys)
+    ends = curves.sort_values("k").groupby(["net", "setting"], sort=False)
+    trials = analysis.with_net(study.runs).groupby(["net", "setting"])
+    table = pd.DataFrame(
+        {
+            "N": ends["n_trials"].first(),
+            "one": 100 * (1 - ends["expected_val"].first()),
+            "all": 100 * (1 - ends["expected_val"].last()),
+            "outcomes": trials[analysis.selection_metric(study.runs)].nunique(),
+        }
+    ).reset_index()
+    lines = [
+        "## Which are cheap to tune",
+        "",
+        f"Expected validation error (%) of the trial picked after one random trial and after "
+        f"all N ({study.trials_text(str(study.sweep))}), the {LISTED} best after one trial per "
+        "net; the course's nine ranked among all after one trial.",
+        "",
+    ]
+    for net in sorted(table["net"].unique(), key=style.natural_key):
+        rows = table[table["net"] == net].sort_values("one", kind="stable")
+        rank = {s: i + 1 for i, s in enumerate(rows["setting"])}
+        course = [s for s in rows["setting"] if s in style.COURSE_OPTIMIZERS]
+        lines += [
+            f"### {net}",
+            "",
+            markdown_table(_errors(rows.head(LISTED)), index=False),
+            "",
+            "The course's after one trial (rank of "
+            f"{len(rows)}): " + ", ".join(f"{s} {rank[s]}" for s in course) + ".",
+            "",
+        ]
+    return lines
+
+
+def _errors(rows: pd.DataFrame) -> pd.DataFrame:
+    alike = "every trial alike: the rate moves nothing"
+    notes = [
+        "nothing to tune" if n == 1 else alike if o == 1 else ""
+        for n, o in zip(rows["N"], rows["outcomes"], strict=True)
+    ]
+    return pd.DataFrame(
+        {
+            "setting": rows["setting"],
+            "N": rows["N"],
+            "after one trial": rows["one"].map(lambda v: f"{v:.2f}"),
+            "after all": rows["all"].map(lambda v: f"{v:.2f}"),
+            "note": notes,
+        }
+    )
+
+
+def step_cost(runs: pd.DataFrame) -> list[str]:
+    """Per net: the costliest optimizer steps, timed alone, as multiples of SGD's."""
+    steps = (
+        analysis.with_net(runs)
+        .groupby(["net", "setting"], sort=False)["step_time_alone_s"]
+        .mean()
+        .dropna()
+    )
+    lines = [
+        "## Which are expensive per step",
+        "",
+        "One optimizer step of the net (forward, backward, update) timed alone, in ms, and as a "
+        f"multiple of SGD's; the {LISTED} costliest per net and the median of all.",
+        "",
+    ]
+    for net in sorted(steps.index.unique("net"), key=style.natural_key):
+        per = steps.loc[net].sort_values(ascending=False)
+        sgd = per.get("sgd")
+        if sgd is None:
+            continue
+        top = per.head(LISTED)
+        table = pd.DataFrame(
+            {
+                "setting": top.index,
+                "step (ms)": (1000 * top).map(lambda v: f"{v:.2f}").to_numpy(),
+                "× SGD": (top / sgd).map(lambda v: f"{v:.1f}").to_numpy(),
+            }
+        )
+        lines += [
+            f"### {net}",
+            "",
+            f"SGD {1000 * sgd:.2f} ms; the median setting {per.median() / sgd:.1f}× SGD.",
+            "",
+            markdown_table(table, index=False),
+            "",
+        ]
+    return lines
+
+
+def failures(runs: pd.DataFrame) -> list[str]:
+    """The runs that diverged, the settings far below the course's best, the refusals."""
+    versus = analysis.against_reference(runs, style.COURSE_OPTIMIZERS)
+    test = analysis.final_quality(runs)
+    far = versus[versus["gain"] < -FAR_BELOW / 100]
+    diverged = runs[runs["status"] == "diverged"]
+    lines = [
+        "## Which fail, and why",
+        "",
+        f"{len(diverged)} of {len(runs)} runs diverged" + (":" if len(diverged) else "."),
+        "",
+    ]
+    if len(diverged):
+        columns = ["model", "optimizer", "lr", "seed", "diverged_at"]
+        lines += [markdown_table(diverged[columns], index=False), ""]
+    lines += [
+        f"Settings more than {FAR_BELOW:g} points of test accuracy below the course's best "
+        f"({len(far)}):",
+        "",
+    ]
+    if len(far):
+        table = pd.DataFrame(
+            {
+                "net": far["net"],
+                "setting": far["setting"],
+                "lr": far["lr"].map(lambda v: "none" if pd.isna(v) else f"{v:.3g}"),
+                "test accuracy (%)": (100 * far[f"{test}_mean"]).map(lambda v: f"{v:.2f}"),
+                "diverged seeds": far["n_diverged"],
+            }
+        )
+        lines += [markdown_table(table, index=False), ""]
+    if CATALOGUE.exists():
+        catalogue = pd.read_csv(CATALOGUE)
+        refused = catalogue[catalogue["outcome"] == "refused"].drop_duplicates("name")
+        lines += [
+            f"Refused before training ({len(refused)} names of {catalogue['name'].nunique()}; "
+            "`results/zoo/catalogue.md`):",
+            "",
+            markdown_table(refused[["name", "reason"]], index=False),
+            "",
+        ]
+    return lines
+
+
+def _count(low: int, high: int, what: str) -> str:
+    """'3 seeds', '1-3 seeds', '1 seed'."""
+    return f"{low}{f'-{high}' if high != low else ''} {what}{'s' if high > 1 else ''}"
+
+
+def main(sweep: Path) -> str:
+    runs, _ = report.load_sweep(sweep)
+    seeds = runs.groupby("config_id")["seed"].nunique()
+    text = "\n".join(
+        [
+            f"# The zoo's reading: {sweep}",
+            "",
+            f"{len(runs)} runs, {runs['optimizer'].nunique()} optimizers, "
+            f"{_count(seeds.min(), seeds.max(), 'seed')} per configuration; "
+            f"{analysis.selection_text(runs)}, test accuracy reports.",
+            "",
+            *beats(runs),
+            *tuning_cost(sweep),
+            *step_cost(runs),
+            *failures(runs),
+        ]
+    )
+    (sweep / "reading.md").write_text(text)
+    return text
+
+
+if __name__ == "__main__":
+    print(main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "results" / "zoo"))
