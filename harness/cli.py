@@ -18,7 +18,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from harness.errors import ConfigError, HarnessError, exit_with_error
+from harness.errors import ConfigError, HarnessError, exit_with_error, harness_error_in
 from harness.results import RUN_FILE, RunRecord, collect
 from harness.sweep import discard_invocation, log_progress, resumed
 
@@ -28,6 +28,9 @@ CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
 def _config_error_message(exc: Exception) -> str:
+    wrapped = harness_error_in(exc)
+    if wrapped is not None:  # a resolver's own message, without OmegaConf's wrapping
+        return str(wrapped)
     if isinstance(exc, MissingConfigException) and exc.options:
         group = (exc.missing_cfg_file or "").rsplit("/", 1)[0]
         # The files of the group, then how many more the optimizer catalogue names.
@@ -74,9 +77,12 @@ def _train_app(cfg: DictConfig) -> RunRecord | None:
                 log.info("train.engine=stacked: only hydra/launcher=stacked stacks runs")
         # the record, which a sweeper that optimises (Optuna) reads as the run's objective
         return RunRecord(execute(cfg, run_dir, dict(hydra_cfg.runtime.choices)))
-    except HarnessError as exc:
+    except (HarnessError, OmegaConfBaseException) as exc:
+        # here, not in Hydra, which would log its own line about the job first
+        if not isinstance(exc, HarnessError) and harness_error_in(exc) is None:
+            raise
         _discard_unfinished(run_dir)
-        exit_with_error("harness-train", str(exc))
+        exit_with_error("harness-train", _config_error_message(exc))
 
 
 def _esgd_study(cfg: DictConfig, run_dir: Path, mode: RunMode) -> None:

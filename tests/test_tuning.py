@@ -293,6 +293,26 @@ def test_an_evaluation_without_its_tuning_study_is_one_line(tmp_path):
     assert_evaluation_refused(run_cli, tmp_path, tmp_path / "nothing", message)
 
 
+def test_a_single_run_without_its_tuning_study_is_one_line(tmp_path):
+    # raised by the ${tuned:} resolver inside the job: one line, not OmegaConf's wrapping of it
+    # after a line of Hydra's about the job; and no run folder
+    source, run_dir = tmp_path / "nothing", tmp_path / "run"
+    result = run_cli(
+        "experiment=course",
+        "model=net1",
+        "optimizer=sgd",
+        f"tune.source={source}",
+        *TINY,
+        f"hydra.run.dir={run_dir}",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"harness-train: error: tune.source={source} is not a folder: run the tuning study first"
+    ]
+    assert not run_dir.exists()
+
+
 def assert_evaluation_refused(run, cwd, source, message: str) -> None:
     """The evaluation phase of the tuning study in `source`, run by `run` (a process or in
     this one), ends in one line that says `message`, and writes nothing."""
