@@ -216,7 +216,8 @@ def label_points(ax, xs, ys, labels, fontsize: float = 7, others=((), ())) -> No
     """Name the points (xs, ys) of `ax`, each label at the first of LABEL_OFFSETS where it
     stays inside the panel and covers no point (theirs, or the unnamed `others`: (xs, ys)) and
     no label placed before it (on the figure's settled layout; the labels do not move it), the
-    lowest point first."""
+    lowest point first; where no place is free, at the one inside the panel that covers the
+    fewest (never outside it, where it would be cut off)."""
     fig = ax.figure
     FigureCanvasAgg(fig)
     fig.canvas.draw()  # the constrained layout settles: positions in pixels are final
@@ -228,7 +229,8 @@ def label_points(ax, xs, ys, labels, fontsize: float = 7, others=((), ())) -> No
     radius = 3.5 * fig.dpi / 72  # a marker's half-width, in pixels
     placed = [Bbox.from_extents(x - radius, y - radius, x + radius, y + radius) for x, y in points]
     for x, y, text in sorted(zip(xs, ys, labels, strict=True), key=lambda p: p[1]):
-        for offset in LABEL_OFFSETS:
+        best = None  # ((outside, labels and points covered, offset's rank), label, its box)
+        for rank, offset in enumerate(LABEL_OFFSETS):
             near = abs(offset[1]) < 9  # beside its point; further away, a thin line to it
             label = ax.annotate(
                 text,
@@ -243,11 +245,16 @@ def label_points(ax, xs, ys, labels, fontsize: float = 7, others=((), ())) -> No
             label.update_positions(renderer)
             box = Text.get_window_extent(label, renderer)  # the text's, not its line's
             inside = panel.contains(box.x0, box.y0) and panel.contains(box.x1, box.y1)
-            free = inside and not any(box.overlaps(other) for other in placed)
-            if free or offset == LABEL_OFFSETS[-1]:
-                placed.append(box)
+            score = (not inside, sum(box.overlaps(other) for other in placed), rank)
+            if best is None or score < best[0]:
+                if best is not None:
+                    best[1].remove()
+                best = (score, label, box)
+            else:
+                label.remove()
+            if score[:2] == (False, 0):  # free: the first such place
                 break
-            label.remove()
+        placed.append(best[2])
 
 
 def styled(function: Callable) -> Callable:

@@ -69,7 +69,7 @@ for net in report.nets_of(runs):
 #
 # An optimizer's own step costs 100x more in some than in others: each setting's final test
 # error against one step of its model timed alone. The dashed line joins the settings no other
-# beats in both.
+# beats in both step time and validation error (the test error they are drawn at only reports).
 
 # %%
 report.show(report.quality_against_step_time_figure, runs)

@@ -232,3 +232,21 @@ def test_a_zoos_focus_is_its_best_and_the_courses_best_in_colours_apart():
     colours = [styles[s]["color"] for s in shown]
     closest = min(style.color_distance(a, b) for a, b in itertools.combinations(colours, 2))
     assert closest >= style.MIN_COLOR_DISTANCE / 2  # apart, where the hashed colours repeat
+
+
+def test_crowded_point_labels_stay_inside_their_panel():
+    """Where no place near a point is free (a zoo's Pareto front in one corner), its label
+    goes where it covers the least inside the panel, never outside it (where it was cut off)."""
+    fig, axes = style.new_figure(1)
+    ax = axes[0][0]
+    rng = np.random.default_rng(0)
+    xs, ys = 1 + rng.random(20) * 0.05, 1 + rng.random(20) * 0.05
+    ax.scatter(xs, ys)
+    ax.set_xlim(0.99, 3)
+    ax.set_ylim(0.99, 3)  # every point in the lower left corner
+    style.label_points(ax, xs, ys, [f"setting {i}" for i in range(20)])
+    fig.canvas.draw()
+    panel = ax.get_window_extent()
+    boxes = [Text.get_window_extent(t) for t in ax.texts]
+    assert len(boxes) == 20
+    assert all(panel.contains(b.x0, b.y0) and panel.contains(b.x1, b.y1) for b in boxes)

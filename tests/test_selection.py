@@ -48,6 +48,13 @@ def _bold_cells(lines: list[str]) -> list[tuple[str, int]]:
     return [(cells[0], i) for cells in rows for i, c in enumerate(cells) if c.startswith("**")]
 
 
+def _front(runs: pd.DataFrame) -> list[list[float]]:
+    """The step times of the settings on each panel's Pareto front (its dashed line)."""
+    figure = report.quality_against_step_time_figure(runs)
+    lines = [line for ax in figure.axes for line in ax.lines if line.get_linestyle() == "--"]
+    return [sorted(map(float, line.get_xdata())) for line in lines]
+
+
 def picks(runs: pd.DataFrame, curves: pd.DataFrame) -> dict[str, object]:
     """Every choice the harness makes from a sweep's tables, by rule."""
     summary = analysis.summarize(runs)
@@ -84,6 +91,7 @@ def picks(runs: pd.DataFrame, curves: pd.DataFrame) -> dict[str, object]:
         "tuning selection (harness.selection)": sorted(
             selection.choose(runs, ["optimizer.lr"], [])["config_id"]
         ),
+        "quality against step time (its Pareto front)": _front(runs),
         "tuning curves (the pick among k trials)": tuning_curves.tuning_curves(runs)[
             "expected_val"
         ].tolist(),
