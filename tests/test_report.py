@@ -433,6 +433,7 @@ def test_report_skips_what_the_sweep_cannot_show_and_says_why(tables, tmp_path):
     assert report.show(report.lr_sensitivity_figure, one) is None
 
 
+@pytest.mark.filterwarnings("error::UserWarning")  # not even matplotlib's, on one-point lines
 def test_a_sweep_of_diverged_runs_only_still_reports(tables, tmp_path):
     runs, curves = tables
     sweep = write_sweep(tmp_path / "diverged", runs[runs["status"] == "diverged"], curves)

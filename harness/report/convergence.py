@@ -224,7 +224,8 @@ def _draw_row(full, zoom, panel, styles, shown, ranked, tuning, metric, x, colum
         log_y(ax)
         ax.xaxis.set_major_locator(MaxNLocator(5))
     finite = np.array([v for v in stretch if np.isfinite(v) and v > 0])
-    zoom.set_xlim(start, end)
+    if end > start:  # else every line is one point (runs that diverged at once): autoscaled
+        zoom.set_xlim(start, end)
     if finite.size:
         # the zoom spans the final stretch's values of the lines that go on to the end, with a
         # margin; a line far above the others leaves through the top
