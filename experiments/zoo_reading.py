@@ -14,7 +14,8 @@ Writes <sweep>/reading.md, per net:
 * **which are expensive per step:** one optimizer step of the net timed alone
   (`step_time_alone_s`), as a multiple of SGD's on the same net;
 * **which fail:** the runs that diverged, the settings far below the course's best, and the
-  catalogue's refusals (`results/zoo/catalogue.csv`, `experiments/zoo_catalogue.py`).
+  catalogue's refusals where the sweep folder holds one (`catalogue.csv`, written by
+  `experiments/zoo_catalogue.py` into `results/zoo`).
 
 Every pick is the validation set's; the test set only reports.
 """
@@ -28,37 +29,42 @@ import pandas as pd
 
 from harness import analysis, report, style, tuning_curves
 from harness.analysis.reference import BETTER, DIVERGED, REFERENCE, TIED, WORSE
+from harness.errors import ConfigError, HarnessError, exit_with_error
 from harness.markdown import markdown_table
 
 ROOT = Path(__file__).resolve().parents[1]
-CATALOGUE = ROOT / "results" / "zoo" / "catalogue.csv"
 LISTED = 10  # settings listed per net in each section
 FAR_BELOW = 5.0  # points of test accuracy below the course's best that count as failing
 
 
-def beats(runs: pd.DataFrame) -> list[str]:
+def beats(runs: pd.DataFrame, versus: pd.DataFrame) -> list[str]:
     """Per net: the reference, how many settings the interval puts above and below it, and
     those above (with and without the correction for the net's number of comparisons)."""
-    versus = analysis.against_reference(runs, style.COURSE_OPTIMIZERS)
     test = analysis.final_quality(runs)
+    nets = analysis.net_labels(runs)
     lines = ["## Who beats the course's best", ""]
     for net, rows in versus.groupby("net", sort=False):
         m = len(rows) - 1  # every setting but the reference
-        strict = analysis.against_reference(
-            runs[analysis.net_labels(runs) == net], style.COURSE_OPTIMIZERS, 1 - 0.05 / m
-        ).set_index("setting")["verdict"]
-        rows = rows.assign(bonferroni=rows["setting"].map(strict))
+        if m:
+            strict = analysis.against_reference(
+                runs[nets == net], style.COURSE_OPTIMIZERS, 1 - 0.05 / m
+            ).set_index("config_id")["verdict"]
+            rows = rows.assign(bonferroni=rows["config_id"].map(strict))
         reference = rows[rows["verdict"] == REFERENCE].iloc[0]
         counts = rows["verdict"].value_counts()
-        corrected = rows["bonferroni"].value_counts()
         lines += [
             f"### {net}",
             "",
             f"Reference: {reference['setting']} (lr {reference['lr']:.3g}), "
-            f"{100 * reference[f'{test}_mean']:.2f} % test accuracy. Of {m} settings: "
+            f"{100 * reference[f'{test}_mean']:.2f} % test accuracy. Of {m} other settings: "
             + ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS)
-            + f" at 95 %; with Bonferroni over {m}: "
-            + ", ".join(f"{corrected.get(v, 0)} {v}" for v in VERDICTS[:2])
+            + " at 95 %"
+            + (
+                f"; with Bonferroni over {m}: "
+                + ", ".join(f"{rows['bonferroni'].eq(v).sum()} {v}" for v in VERDICTS[:2])
+                if m
+                else ""
+            )
             + ".",
             "",
         ]
@@ -94,14 +100,15 @@ def tuning_cost(sweep: Path) -> list[str]:
     study = report.tuning_study(sweep)
     if isinstance(study, report.Skipped):
         return ["## Which are cheap to tune", "", f"Not drawn: {study}", ""]
-    curves = tuning_curves.tuning_curves(study.runs, tune=study.keys)
-    ends = curves.sort_values("k").groupby(["net", "setting"], sort=False)
+    first, last = tuning_curves.budget_ends(
+        tuning_curves.tuning_curves(study.runs, tune=study.keys)
+    )
     trials = analysis.with_net(study.runs).groupby(["net", "setting"])
     table = pd.DataFrame(
         {
-            "N": ends["n_trials"].first(),
-            "one": 100 * (1 - ends["expected_val"].first()),
-            "all": 100 * (1 - ends["expected_val"].last()),
+            "N": first["n_trials"],
+            "one": 100 * (1 - first["expected_val"]),
+            "all": 100 * (1 - last["expected_val"]),
             "outcomes": trials[analysis.selection_metric(study.runs)].nunique(),
         }
     ).reset_index()
@@ -148,6 +155,9 @@ def _errors(rows: pd.DataFrame) -> pd.DataFrame:
 
 def step_cost(runs: pd.DataFrame) -> list[str]:
     """Per net: the costliest optimizer steps, timed alone, as multiples of SGD's."""
+    if "step_time_alone_s" not in runs or runs["step_time_alone_s"].isna().all():
+        why = "no run has a step time measured alone (runs from before the calibration)"
+        return ["## Which are expensive per step", "", f"Not drawn: {why}", ""]
     steps = (
         analysis.with_net(runs)
         .groupby(["net", "setting"], sort=False)["step_time_alone_s"]
@@ -185,9 +195,8 @@ def step_cost(runs: pd.DataFrame) -> list[str]:
     return lines
 
 
-def failures(runs: pd.DataFrame) -> list[str]:
+def failures(sweep: Path, runs: pd.DataFrame, versus: pd.DataFrame) -> list[str]:
     """The runs that diverged, the settings far below the course's best, the refusals."""
-    versus = analysis.against_reference(runs, style.COURSE_OPTIMIZERS)
     test = analysis.final_quality(runs)
     far = versus[versus["gain"] < -FAR_BELOW / 100]
     diverged = runs[runs["status"] == "diverged"]
@@ -216,12 +225,12 @@ def failures(runs: pd.DataFrame) -> list[str]:
             }
         )
         lines += [markdown_table(table, index=False), ""]
-    if CATALOGUE.exists():
-        catalogue = pd.read_csv(CATALOGUE)
+    if (sweep / "catalogue.csv").exists():
+        catalogue = pd.read_csv(sweep / "catalogue.csv")
         refused = catalogue[catalogue["outcome"] == "refused"].drop_duplicates("name")
         lines += [
             f"Refused before training ({len(refused)} names of {catalogue['name'].nunique()}; "
-            "`results/zoo/catalogue.md`):",
+            "`catalogue.md`):",
             "",
             markdown_table(refused[["name", "reason"]], index=False),
             "",
@@ -235,7 +244,17 @@ def _count(low: int, high: int, what: str) -> str:
 
 
 def main(sweep: Path) -> str:
+    if not sweep.is_dir():
+        raise ConfigError(f"{sweep} is not a folder")
     runs, _ = report.load_sweep(sweep)
+    if analysis.quality(runs) != "accuracy":
+        raise ConfigError(
+            f"the zoo's reading is of classification accuracy; {sweep} reports "
+            f"{analysis.quality(runs)}"
+        )
+    versus = analysis.against_reference(runs, style.COURSE_OPTIMIZERS)
+    if versus.empty:
+        raise ConfigError(f"{sweep} holds none of the course's optimizers to read it against")
     seeds = runs.groupby("config_id")["seed"].nunique()
     text = "\n".join(
         [
@@ -245,10 +264,10 @@ def main(sweep: Path) -> str:
             f"{_count(seeds.min(), seeds.max(), 'seed')} per configuration; "
             f"{analysis.selection_text(runs)}, test accuracy reports.",
             "",
-            *beats(runs),
+            *beats(runs, versus),
             *tuning_cost(sweep),
             *step_cost(runs),
-            *failures(runs),
+            *failures(sweep, runs, versus),
         ]
     )
     (sweep / "reading.md").write_text(text)
@@ -256,4 +275,7 @@ def main(sweep: Path) -> str:
 
 
 if __name__ == "__main__":
-    print(main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "results" / "zoo"))
+    try:
+        print(main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "results" / "zoo"))
+    except (HarnessError, ValueError) as exc:  # a user's folder: one line, no traceback
+        exit_with_error("zoo_reading", str(exc))

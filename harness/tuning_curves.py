@@ -85,6 +85,13 @@ def tuning_curves(
     return pd.DataFrame(rows)
 
 
+def budget_ends(curves: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each group's row of `curves` after one trial (k = 1) and after its whole budget
+    (k = N), indexed by (net, setting), in the order of `curves`: what tuning gains."""
+    ends = curves.sort_values("k", kind="stable").groupby(["net", "setting"], sort=False)
+    return ends.first(), ends.last()
+
+
 def tuning_table(curves: pd.DataFrame, ks: Sequence[int] = (1, 2, 4)) -> pd.DataFrame:
     """Net x setting: the expected validation and test quality of the pick after k trials, at a
     few budgets k and at the group's whole budget N, as 'validation / test' (accuracy in %)."""

@@ -38,7 +38,7 @@ sweep = report.sweep_from_env("course_tune")
 study = report.tuning_study_or_rates(sweep, report.load_sweep(sweep)[0])
 runs, tuned = study.runs, study.keys
 curves = tuning_curves.tuning_curves(runs, tune=tuned)
-print(f"{study.sweep}: {len(runs)} runs, {analysis.selection_text(runs)}; tuned: {tuned}")
+print(f"{study.sweep}: {len(runs)} runs, {analysis.selection_text(runs)}; tuned: {' '.join(tuned)}")
 
 # %%
 report.show(report.tuning_curve_figure, curves)

@@ -461,15 +461,28 @@ def test_the_zoos_reading_is_drawn_from_a_sweeps_tables(smoke_sweep, tmp_path):
     sys.path.insert(0, str(REPO / "experiments"))
     import zoo_reading
 
-    sweep = write_sweep(tmp_path / "smoke", *(load_runs(smoke_sweep), load_curves(smoke_sweep)))
+    runs, curves = load_runs(smoke_sweep), load_curves(smoke_sweep)
+    sweep = write_sweep(tmp_path / "smoke", runs, curves)
     text = zoo_reading.main(sweep)
     assert text == (sweep / "reading.md").read_text()
-    versus = analysis.against_reference(load_runs(sweep), style.COURSE_OPTIMIZERS)
+    versus = analysis.against_reference(runs, style.COURSE_OPTIMIZERS)
     reference = versus[versus["verdict"] == "reference"].iloc[0]
     assert f"Reference: {reference['setting']} (lr {reference['lr']:.3g})" in text
-    for section in ("Who beats", "cheap to tune", "expensive per step", "Which fail"):
-        assert f"## {section}" in text or f"## Which are {section}" in text
     assert "Not drawn: not a tuning study" in text  # the smoke sweep tuned nothing
+    assert "Refused before training" not in text  # no catalogue beside it
+    # bad input: one line, exit status 2
+    empty = write_sweep(tmp_path / "empty", runs[runs["optimizer"] == "x"], curves)
+    for folder, message in [
+        (tmp_path / "missing", "is not a folder"),
+        (empty, "no runs in"),
+    ]:
+        result = subprocess.run(
+            [sys.executable, str(REPO / "experiments" / "zoo_reading.py"), str(folder)],
+            capture_output=True,
+            text=True,
+        )
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert message in result.stderr
 
 
 def test_a_figure_saved_again_is_the_same_file(tables, tmp_path):

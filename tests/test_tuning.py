@@ -4,6 +4,7 @@ takes the chosen settings from the tuning study by itself (harness.selection).""
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -11,7 +12,7 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from conftest import compose_config, hydra_context, run_cli, train_in_process
+from conftest import REPO, compose_config, hydra_context, run_cli, train_in_process
 from harness import report
 from harness.errors import ConfigError
 from harness.results import RUN_FILE, RUNS_TABLE
@@ -261,6 +262,15 @@ def test_the_evaluation_phase_takes_the_rate_the_validation_set_chose(tuning_stu
     study = report.tuning_study(evaluation)  # its tuning curves: the trials it chose among
     assert isinstance(study, report.TuningStudy)
     assert study.sweep == folder and study.keys == ["optimizer.lr"] and len(study.runs) == 6
+    # the zoo's reading of it: Bonferroni over the one other setting, phase 1's 3 trials each
+    sys.path.insert(0, str(REPO / "experiments"))
+    import zoo_reading
+
+    reading = zoo_reading.main(evaluation)
+    assert "Of 1 other settings:" in reading and "with Bonferroni over 1:" in reading
+    tuning = reading.split("## Which are cheap to tune")[1].split("\n## ")[0]
+    assert "| sgd | 3 |" in tuning and "| adam | 3 |" in tuning
+    assert "SGD " in reading.split("## Which are expensive per step")[1]
 
 
 def test_an_evaluation_of_an_unfinished_tuning_study_is_one_line(tuning_study, tmp_path):
@@ -415,6 +425,8 @@ def test_a_tuning_study_is_followed_back_to_its_trials_or_skipped_in_one_line(
     missing = report.tuning_study(shortlist)
     assert isinstance(missing, report.Skipped)
     assert str(missing) == f"the tuning study of {shortlist}, results/tune, is not here"
+    with pytest.raises(report.Skipped, match="is not here"):  # not its own, flattering trials
+        report.tuning_study_or_rates(shortlist, pd.DataFrame())
     # the source as the study named it, found beside the sweep (the report runs elsewhere)
     tune = study("tune", method="random")
     found = report.tuning_study(shortlist)

@@ -37,7 +37,7 @@ def welch_interval(
     with warnings.catch_warnings():
         # scipy warns of "catastrophic cancellation" for a side whose seeds agree (every seed
         # stuck at chance): its spread is truly ~0, and Welch's interval stands on the other's
-        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
         low, high = stats.ttest_ind(a, b, equal_var=False).confidence_interval(confidence)
     return difference, float(low), float(high)
 
@@ -84,6 +84,7 @@ def against_reference(
             rows.append(
                 {
                     "net": net,
+                    "config_id": config["config_id"],
                     "setting": config["setting"],
                     "optimizer": config["optimizer"],
                     "lr": config["lr"],

@@ -107,19 +107,28 @@ def tuning_study(sweep: Path, runs: pd.DataFrame | None = None) -> TuningStudy |
             source = _evaluation_source(sweep)
             if source is None:
                 why = "no tuning.json in the sweep folder, no tune.source"
-                return Skipped(f"not a tuning study ({why})")
+                followed = (
+                    f"{sweep}, where {first}'s values came from, is " if sweep != first else ""
+                )
+                return Skipped(f"{followed}not a tuning study ({why})")
         found = [p for p in (Path(source), sweep.parent / Path(source).name) if p.is_dir()]
         if not found:
             return Skipped(f"the tuning study of {sweep}, {source}, is not here")
         sweep = found[0]
-    return Skipped(f"the tuning studies of {sweep} name each other in a circle")
+    return Skipped(f"the tuning studies of {first} name each other in a circle")
 
 
 def tuning_study_or_rates(sweep: Path, runs: pd.DataFrame) -> TuningStudy:
     """For the notebooks: `tuning_study`, or where the sweep tuned nothing (a grid of rates, a
-    smoke sweep), its own `runs` as trials of the learning rate."""
+    smoke sweep: no tuning.json, no tune.source), its own `runs` as trials of the learning
+    rate. Raises the Skipped where its tuning study is missing: a shortlist's own trials would
+    flatter every optimizer, and an evaluation's are one pick per setting."""
     study = tuning_study(sweep, runs)
-    return study if isinstance(study, TuningStudy) else TuningStudy(sweep, [LR_KEY], runs)
+    if isinstance(study, TuningStudy):
+        return study
+    if (sweep / PROTOCOL_FILE).exists() or _evaluation_source(sweep) is not None:
+        raise study
+    return TuningStudy(sweep, [LR_KEY], runs)
 
 
 def _evaluation_source(sweep: Path) -> str | None:

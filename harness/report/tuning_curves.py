@@ -34,6 +34,7 @@ from harness.style import (
     setting_styles,
     styled,
 )
+from harness.tuning_curves import budget_ends
 
 
 @styled
@@ -49,7 +50,7 @@ def tuning_curve_figure(curves: pd.DataFrame, trials: str | None = None) -> Figu
     chooser = SPLIT_NAMES[val_metric.split("_")[1]]  # validation (test for runs without one)
     percent = is_percent(val_metric.removeprefix("final_"))
     nets = net_order(curves)
-    after_all = curves.sort_values("k").groupby(["net", "setting"])["expected_val"].last()
+    after_all = budget_ends(curves)[1]["expected_val"]
     error = (1 - after_all) * 100 if percent else after_all  # lower is better either way
     optimizer_of = dict(zip(curves["setting"], curves["optimizer"], strict=False))
     focus = {  # a zoo's focus: the best after the whole budget, on validation data
@@ -122,8 +123,7 @@ def tuning_gain_figure(curves: pd.DataFrame, trials: str | None = None) -> Figur
     chooser = SPLIT_NAMES[val_metric.split("_")[1]]
     percent = is_percent(val_metric.removeprefix("final_"))
     nets = net_order(curves)
-    ends = curves.sort_values("k").groupby(["net", "setting"], sort=False)
-    first, last = ends.first(), ends.last()  # k = 1 and k = N
+    first, last = budget_ends(curves)  # k = 1 and k = N
     rows = int(first.groupby(level="net").size().max())
     fig, axes = new_figure(len(nets))
     names = max(len(str(name)) for name in first.index.get_level_values("setting"))
