@@ -25,6 +25,7 @@ import math
 import os
 import signal
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -215,6 +216,15 @@ def _run_task(
     return [run_module.execute_job(job, checkpoint_every_s)]
 
 
+def _timed_task(
+    jobs: Sequence[Job], stacked: bool, threads: int | None, checkpoint_every_s: float | None
+) -> tuple[list[dict[str, Any]], float]:
+    """`_run_task`'s records and the seconds it took, timed where it ran (a worker's own)."""
+    start = time.perf_counter()
+    records = _run_task(jobs, stacked, threads, checkpoint_every_s)
+    return records, time.perf_counter() - start
+
+
 def _worker_init(level: int, datasets: dict[str, TensorData], measured: dict) -> None:
     # Ctrl-C reaches the whole process group: the main process stops the workers (each would
     # print a traceback of its own)
@@ -271,21 +281,23 @@ def execute_jobs(
         for task in tasks:
             for i in task.jobs:
                 seconds[i] *= max(0.0, 1 - task.trained / run_length(jobs[i]))
-    progress = Progress(len(jobs), costs=seconds if known else None)
+    pooled = [t for t in tasks if use_workers and not t.here]
+    progress = Progress(len(jobs), costs=seconds if known else None, workers=parts)
 
-    def record(task: Task, results: list[dict[str, Any]]) -> None:
+    def record(task: Task, timed: tuple[list[dict[str, Any]], float]) -> None:
+        results, took = timed
         for i, result in zip(task.jobs, results, strict=True):
             records[i] = result
-        progress.done(len(task.jobs), sum(seconds[i] for i in task.jobs) if known else None)
+        cost = sum(seconds[i] for i in task.jobs) if known else None
+        progress.done(len(task.jobs), cost, took)
 
-    pooled = [t for t in tasks if use_workers and not t.here]
     if pooled:
         _train_in_workers(jobs, pooled, workers, record, checkpoint_every_s)
     default_threads = torch.get_num_threads()
     for task in (t for t in tasks if not use_workers or t.here):
         task_jobs = [jobs[i] for i in task.jobs]
         threads = _threads_here(task, task_jobs)
-        record(task, _run_task(task_jobs, task.stacked, threads, checkpoint_every_s))
+        record(task, _timed_task(task_jobs, task.stacked, threads, checkpoint_every_s))
         torch.set_num_threads(default_threads)
     return records  # type: ignore[return-value]
 
@@ -302,7 +314,7 @@ def _train_in_workers(
     jobs: list[Job],
     tasks: list[Task],
     workers: int,
-    record: Callable[[Task, list[dict[str, Any]]], None],
+    record: Callable[[Task, tuple[list[dict[str, Any]], float]], None],
     checkpoint_every_s: float | None,
 ) -> None:
     """Train `tasks` in `workers` single-threaded processes, largest first, and `record` each
@@ -324,7 +336,7 @@ def _train_in_workers(
     ) as pool:
         futures = {
             pool.submit(
-                _run_task, [jobs[i] for i in task.jobs], task.stacked, 1, checkpoint_every_s
+                _timed_task, [jobs[i] for i in task.jobs], task.stacked, 1, checkpoint_every_s
             ): task
             for task in tasks
         }

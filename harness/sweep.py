@@ -323,29 +323,44 @@ class Progress:
     reports its tasks as they finish, a job of any other launcher where its sweep is when it
     starts (`log_progress`). With `costs` (every run's estimated seconds) the time left is
     extrapolated from the share of the cost done, not of the runs: a zoo's first net3 stacks
-    cost ten times its net1 runs (counting runs said 37 h left after the first of them)."""
+    cost ten times its net1 runs (counting runs said 37 h left after the first of them). Where
+    the tasks' own durations are given too (`done(..., seconds=)`), from the pace of the tasks
+    done, spread over `workers`: the time elapsed also holds the stacks still in flight, which
+    count for nothing until they end (a zoo session's first 1 h 25 min said ~17 h left)."""
 
     def __init__(
-        self, total: int, started: float | None = None, costs: Sequence[float] | None = None
+        self,
+        total: int,
+        started: float | None = None,
+        costs: Sequence[float] | None = None,
+        workers: int = 1,
     ) -> None:
-        self.total, self.finished = total, 0
+        self.total, self.finished, self.workers = total, 0, workers
         self.started = time.time() if started is None else started
         self.cost_total, self.cost_done = (float(sum(costs)), 0.0) if costs else (None, 0.0)
+        self.busy = 0.0  # seconds the finished tasks took, each on its own worker
 
-    def done(self, runs: int, cost: float | None = None) -> None:
+    def done(self, runs: int, cost: float | None = None, seconds: float | None = None) -> None:
+        """`runs` more finished, of estimated `cost`, in a task that took `seconds`."""
         self.finished += runs
         self.cost_done += cost or 0.0
+        self.busy += seconds or 0.0
         elapsed = time.time() - self.started
-        if self.cost_total and self.cost_done > 0:
-            share = self.cost_done / self.cost_total
+        if self.cost_total and self.cost_done > 0 and self.busy > 0:
+            pace = self.busy / self.cost_done  # seconds taken per estimated second
+            left = (self.cost_total - self.cost_done) * pace / self.workers
         else:
-            share = self.finished / self.total
+            if self.cost_total and self.cost_done > 0:
+                share = self.cost_done / self.cost_total
+            else:
+                share = self.finished / self.total
+            left = elapsed / share * (1 - share)
         log.info(
             "run %d of %d done, elapsed %s, ~%s left",
             self.finished,
             self.total,
             format_seconds(elapsed),
-            format_seconds(elapsed / share * (1 - share)),
+            format_seconds(left),
         )
 
 

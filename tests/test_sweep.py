@@ -17,7 +17,14 @@ from conftest import MNIST_DIR, compose_config, hydra_context, run_cli
 from harness import sweep as sweep_module
 from harness.errors import ConfigError
 from harness.results import load_curves, load_runs
-from harness.sweep import SWEEP_FILE, Progress, already_finished, sweep_jobs, write_index
+from harness.sweep import (
+    SWEEP_FILE,
+    Progress,
+    already_finished,
+    format_seconds,
+    sweep_jobs,
+    write_index,
+)
 
 TINY = ["train.iterations=20", "train.eval_every=10", "data.train_size=500", "data.test_size=200"]
 
@@ -362,3 +369,14 @@ def test_progress_extrapolates_from_the_cost_done_where_the_costs_are_known(capl
         Progress(10, started=time.time() - 100, costs=costs).done(1, 9.0)
     counted, weighted = (re.search(r"~(\S+) left", m).group(1) for m in caplog.messages)
     assert counted.startswith("15m") and weighted.startswith("1m")
+
+
+def test_progress_takes_the_pace_of_the_tasks_done_not_the_time_elapsed(caplog):
+    """Two workers, an hour in: one task of 2 estimated seconds done in 200 s of its own, the
+    other worker busy all the while with a long stack that credits nothing yet. The elapsed
+    hour would say 4 h left; the pace of the task done, 8 x 100 s over two workers: 400 s."""
+    with caplog.at_level("INFO", logger="harness.sweep"):
+        Progress(10, started=time.time() - 3600, costs=[1.0] * 10, workers=2).done(2, 2.0, 200.0)
+        Progress(10, started=time.time() - 3600, costs=[1.0] * 10, workers=2).done(2, 2.0)
+    paced, elapsed = (re.search(r"~(\S+) left", m).group(1) for m in caplog.messages)
+    assert paced == format_seconds(400) and elapsed == format_seconds(4 * 3600)
