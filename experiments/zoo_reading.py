@@ -70,27 +70,17 @@ def beats(runs: pd.DataFrame, versus: pd.DataFrame) -> list[str]:
         ]
         better = rows[rows["verdict"] == BETTER]
         if len(better):
-            lines += [markdown_table(_gains(better, test), index=False), ""]
+            table = report.reference_table(better, net)  # the summary's table, those rows
+            table.insert(
+                table.columns.get_loc("verdict") + 1,
+                "after Bonferroni",
+                better["bonferroni"].to_numpy(),
+            )
+            lines += [markdown_table(table, index=False), ""]
     return lines
 
 
 VERDICTS = (BETTER, WORSE, TIED, DIVERGED)
-
-
-def _gains(rows: pd.DataFrame, test: str) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "setting": rows["setting"],
-            "lr": rows["lr"].map(lambda v: f"{v:.3g}"),
-            "test accuracy (%)": (100 * rows[f"{test}_mean"]).map(lambda v: f"{v:.2f}"),
-            "gain (points, 95 % CI)": [
-                f"{100 * g:+.2f} [{100 * lo:+.2f}, {100 * hi:+.2f}]"
-                for g, lo, hi in zip(rows["gain"], rows["gain_low"], rows["gain_high"], strict=True)
-            ],
-            "after Bonferroni": rows["bonferroni"],
-            "step alone (ms)": (1000 * rows["step_time_alone_s"]).map(lambda v: f"{v:.2f}"),
-        }
-    )
 
 
 def tuning_cost(sweep: Path) -> list[str]:
@@ -100,9 +90,7 @@ def tuning_cost(sweep: Path) -> list[str]:
     study = report.tuning_study(sweep)
     if isinstance(study, report.Skipped):
         return ["## Which are cheap to tune", "", f"Not drawn: {study}", ""]
-    first, last = tuning_curves.budget_ends(
-        tuning_curves.tuning_curves(study.runs, tune=study.keys)
-    )
+    first, last = tuning_curves.budget_ends(study.curves)
     trials = analysis.with_net(study.runs).groupby(["net", "setting"])
     table = pd.DataFrame(
         {

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pandas as pd
 from matplotlib.figure import Figure
 
-from harness import analysis, tuning_curves
+from harness import analysis
 from harness.report.common import Skipped
 from harness.report.convergence import convergence_figure, course_figure
 from harness.report.cost import quality_against_step_time_figure
@@ -137,4 +137,4 @@ def tuning_curves_of(tuning: TuningStudy | Skipped | None) -> tuple[pd.DataFrame
     the study's Skipped where there is none."""
     if not isinstance(tuning, TuningStudy):
         raise tuning or Skipped("not a tuning study (no tuning.json in the sweep folder)")
-    return tuning_curves.tuning_curves(tuning.runs, tune=tuning.keys), tuning.trials_text()
+    return tuning.curves, tuning.trials_text()

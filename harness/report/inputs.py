@@ -3,6 +3,7 @@ curves come from, and, for the notebooks, the sweep and the target from the envi
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import OmegaConf
 
+from harness import tuning_curves
 from harness.analysis import LR_KEY
 from harness.report.common import Skipped
 from harness.results import load_curves, load_runs
@@ -74,6 +76,12 @@ class TuningStudy:
     sweep: Path
     keys: list[str]
     runs: pd.DataFrame
+
+    @functools.cached_property
+    def curves(self) -> pd.DataFrame:
+        """Its tuning curves (`harness.tuning_curves`), computed once for every figure and
+        table that reads them."""
+        return tuning_curves.tuning_curves(self.runs, tune=self.keys)
 
     def trials_text(self, folder: str | None = None) -> str:
         """'trials of 2,000 iterations in zoo_tune': what its tuning curves count (`folder`: how

@@ -63,7 +63,7 @@ def fixed_config(runs: pd.DataFrame, groups: Sequence[str] = ("train.", "data.")
 def tuning_markdown(tuning: TuningStudy) -> list[str]:
     """The summary's section on tuning curves: expected quality after k trials."""
     runs = tuning.runs
-    table = tuning_curves.tuning_table(tuning_curves.tuning_curves(runs, tune=tuning.keys))
+    table = tuning_curves.tuning_table(tuning.curves)
     if table.empty:
         return []
     nets, settings = net_order(runs.assign(net=analysis.net_labels(runs))), setting_order(table)
