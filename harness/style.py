@@ -9,6 +9,7 @@ and learning rates, legends outside the axes.
 
 from __future__ import annotations
 
+import textwrap
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -203,6 +204,23 @@ def new_figure(n_cols: int, n_rows: int = 1, **kwargs) -> tuple[Figure, np.ndarr
     return fig, axes
 
 
+# About 11 characters of a 12-point title fit in an inch; each line of it takes ~0.22 in.
+TITLE_CHARS_PER_INCH, TITLE_LINE_INCHES = 11, 0.22
+
+
+def figure_title(fig: Figure, text: str, room: int | None = None) -> None:
+    """The figure's title, each of its lines wrapped to the figure's width: a title wider than
+    the panels would widen the saved figure (its bounding box is tight) and leave them a strip
+    in its middle. The figure grows by a line's height for each line beyond `room` (default:
+    the lines `text` has), so that the panels keep theirs."""
+    width = int(fig.get_figwidth() * TITLE_CHARS_PER_INCH)
+    given = text.split("\n")
+    lines = [wrapped for line in given for wrapped in (textwrap.wrap(line, width) or [""])]
+    fig.suptitle("\n".join(lines))
+    extra = len(lines) - (len(given) if room is None else room)
+    fig.set_figheight(fig.get_figheight() + TITLE_LINE_INCHES * max(0, extra))
+
+
 # Offsets (points) tried in turn for a point's label until it covers no other label.
 LABEL_OFFSETS = tuple(
     (side, dy)
@@ -342,11 +360,29 @@ def log_y(ax) -> None:
     ax.yaxis.set_minor_formatter(_PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
 
 
+MIN_LOG_LABELS = 4
+
+
+class _OneTwoFiveLocator(LogLocator):
+    """Ticks at 1, 2 and 5 of each decade, and at 3 too where those leave fewer than
+    MIN_LOG_LABELS in view (a range of about a decade and a half: 5, 10, 20 alone)."""
+
+    def tick_values(self, vmin, vmax):
+        low, high = sorted((vmin, vmax))
+        self.set_params(subs=(1.0, 2.0, 5.0))
+        ticks = super().tick_values(vmin, vmax)
+        if ((ticks >= low) & (ticks <= high)).sum() < MIN_LOG_LABELS:
+            self.set_params(subs=(1.0, 2.0, 3.0, 5.0))
+            ticks = super().tick_values(vmin, vmax)
+        return ticks
+
+
 def log_x(ax) -> None:
-    """A log-scale x axis labelled with plain numbers at 1, 2 and 5 of each decade (a short
-    range still gets labels; minor ticks unlabelled: side by side, their labels would touch)."""
+    """A log-scale x axis labelled with plain numbers at 1, 2 and 5 of each decade, and 3 on a
+    short range (`_OneTwoFiveLocator`; minor ticks unlabelled: side by side, their labels would
+    touch)."""
     ax.set_xscale("log")
-    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_locator(_OneTwoFiveLocator(base=10))
     # LogFormatter labels only the decades of a range over minor_thresholds[0] decades (1 by
     # default): 2 and 5 keep their labels up to 3
     ax.xaxis.set_major_formatter(_PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(3, 3)))

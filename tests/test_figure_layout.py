@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
@@ -19,7 +20,7 @@ from smoke_sweep import TARGET
 
 from harness import analysis, style
 from harness.identity import identity_hash
-from harness.report import TuningStudy, default_target, make_figures
+from harness.report import TuningStudy, default_target, make_figures, tuning_study
 from harness.report.summary import against_the_course_markdown, net_table_markdown
 from harness.report.tables import final_metrics_table
 from harness.results import load_curves, load_runs, with_config_columns
@@ -28,17 +29,28 @@ REPO = Path(__file__).resolve().parent.parent
 COURSE = REPO / "results" / "course"
 
 
+# Tick labels side by side read as one number unless apart (pixels at 100 dpi, each side: a
+# gap of 2 points between two x tick labels, 1.4 between two y tick labels).
+TICK_GAP = {"x": (1.4, 0.0), "y": (0.0, 1.0)}
+
+
 def text_boxes(fig: Figure) -> list[tuple[str, object]]:
-    """(what, extent in display pixels) of every visible, non-empty text and legend."""
+    """(what, extent in display pixels) of every visible, non-empty text and legend, as saved
+    (`style.save_figure`: under the house style, which the tick locators read when they run)."""
+    with matplotlib.rc_context(style.STYLE):
+        return _text_boxes(fig)
+
+
+def _text_boxes(fig: Figure) -> list[tuple[str, object]]:
     FigureCanvasAgg(fig)
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     boxes = []
 
-    def add(what, text):
+    def add(what, text, pad=(0.0, 0.0)):
         if text.get_visible() and text.get_text().strip():
             # an annotation's own extent spans its leader line: its text is what must not cover
-            box = Text.get_window_extent(text, renderer)
+            box = Text.get_window_extent(text, renderer).padded(*pad)
             boxes.append((f"{what} {text.get_text()!r}", box))
 
     if fig._suptitle is not None:
@@ -53,7 +65,7 @@ def text_boxes(fig: Figure) -> list[tuple[str, object]]:
         for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
             for tick in axis._update_ticks():  # the ticks drawn: inside the view limits
                 for label in (tick.label1, tick.label2):
-                    add(f"panel {i} {name} tick", label)
+                    add(f"panel {i} {name} tick", label, TICK_GAP[name])
         if ax.get_legend() is not None:
             boxes.append((f"panel {i} legend", ax.get_legend().get_window_extent(renderer)))
         for text in ax.texts:  # labels of points and bars
@@ -132,6 +144,56 @@ def test_no_text_covers_another_in_the_course_studys_figures():
     assert "convergence_test_accuracy" in figures
     found = {name: overlaps(fig) for name, fig in figures.items()}
     assert {name: o for name, o in found.items() if o} == {}
+
+
+def outside(fig: Figure) -> list[str]:
+    """The texts wider than the figure or past its sides: a saved figure (its bounding box
+    tight) would widen around them, leaving its panels a strip in the middle."""
+    width = fig.bbox.width
+    return [what for what, box in text_boxes(fig) if box.x0 < -0.5 or box.x1 > width + 0.5]
+
+
+@pytest.mark.skipif(not COURSE.exists(), reason="no committed course study")
+def test_a_single_nets_figures_keep_their_titles_within_their_width():
+    """One net: one panel a figure, narrower than any title; the titles wrap to it."""
+    runs, curves = load_runs(COURSE), load_curves(COURSE)
+    # its runs predate the calibration alone: their own step times stand in for it
+    runs = runs[runs["model"] == "net3"].assign(step_time_alone_s=lambda r: r["step_time_s"])
+    curves = curves[curves["run_dir"].isin(runs["run_dir"])]
+    study = tuning_study(COURSE, runs)  # course_tune's trials, followed back
+    made = make_figures(runs, curves, default_target(analysis.quality(runs)), study)
+    figures = {name: fig for name, fig in made.items() if isinstance(fig, Figure)}
+    assert {"quality_against_step_time", "performance_profile", "tuning_curves"} <= set(figures)
+    found = {name: outside(fig) + overlaps(fig) for name, fig in figures.items()}
+    assert {name: o for name, o in found.items() if o} == {}
+
+
+def test_figure_title_wraps_to_the_figure_and_grows_it_by_the_lines_it_adds():
+    fig, _ = style.new_figure(1)
+    height = fig.get_figheight()
+    text = "a title " * 30 + "\nits second line"
+    style.figure_title(fig, text)
+    lines = fig.get_suptitle().split("\n")
+    assert max(len(line) for line in lines) <= fig.get_figwidth() * style.TITLE_CHARS_PER_INCH
+    assert " ".join(" ".join(lines).split()) == " ".join(text.split())  # nothing lost
+    added = style.TITLE_LINE_INCHES * (len(lines) - 2)
+    assert fig.get_figheight() == pytest.approx(height + added)
+    wide, _ = style.new_figure(3)
+    style.figure_title(wide, "short\ntitle")
+    assert wide.get_suptitle() == "short\ntitle" and wide.get_figheight() == height
+
+
+def test_a_short_log_axis_gets_labels_at_3_too():
+    fig, axes = style.new_figure(1)
+    ax = axes[0, 0]
+    ax.set_xlim(2.1, 35)
+    style.log_x(ax)
+    FigureCanvasAgg(fig).draw()
+    low, high = ax.get_xlim()
+    assert [t for t in ax.get_xticks() if low <= t <= high] == [3, 5, 10, 20, 30]
+    ax.set_xlim(0.5, 200)  # 2.6 decades: 1, 2 and 5 of each are plenty
+    ticks = [t for t in ax.get_xticks() if 0.5 <= t <= 200]
+    assert ticks == pytest.approx([0.5, 1, 2, 5, 10, 20, 50, 100, 200])
 
 
 def test_no_text_covers_another_in_a_zoo_sized_sweeps_figures(smoke_sweep):

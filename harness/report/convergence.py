@@ -12,7 +12,6 @@ band. `course_figure` is one net's row alone: the course's slide, all optimizers
 from __future__ import annotations
 
 import math
-import textwrap
 
 import numpy as np
 import pandas as pd
@@ -36,6 +35,7 @@ from harness.style import (
     METRIC_LABELS,
     X_LABELS,
     context_entries,
+    figure_title,
     focus_note,
     is_percent,
     legend_column_width,
@@ -174,12 +174,7 @@ def _figure(runs, curves, configs, rows, x, what, title) -> Figure:
     )
     if zoo:
         text += f" {focus_note('net by the selection rule').capitalize()}."
-    width_chars = int(fig.get_figwidth() * 11)  # about 11 characters per inch at 12 pt
-    lines = textwrap.wrap(text, width_chars)
-    fig.suptitle("\n".join(lines))
-    # the title's lines take their height from the figure's, not from its rows (~0.22 in each;
-    # the 1.0 in made above holds three)
-    fig.set_figheight(fig.get_figheight() + 0.22 * max(0, len(lines) - 3))
+    figure_title(fig, text, room=3)  # the 1.0 in made above holds three lines
     return fig
 
 

@@ -12,6 +12,7 @@ from harness import analysis
 from harness.report.common import Skipped
 from harness.style import (
     SPLIT_NAMES,
+    figure_title,
     label_points,
     log_x,
     log_y,
@@ -81,10 +82,11 @@ def quality_against_step_time_figure(runs: pd.DataFrame) -> Figure:
         names = panel["setting"].to_numpy()
         others = (seconds[~named], error[~named])
         labelled.append((ax, seconds[named], error[named], names[named], others))
-    fig.suptitle(
+    figure_title(
+        fig,
         "Final test error against the cost of one step, each setting at its learning rate "
         f"chosen on {split}\n(dashed: settings no other beats in both step time and {split} "
-        "error; bars: 95 % CI over seeds; step times measured alone, on this machine)"
+        "error; bars: 95 % CI over seeds; step times measured alone, on this machine)",
     )
     for ax, xs, ys, names, others in labelled:  # once the layout is complete
         label_points(ax, xs, ys, names, others=others)

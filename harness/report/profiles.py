@@ -16,6 +16,7 @@ from harness.style import (
     PROFILE_LABELS,
     context_entries,
     figure_legend,
+    figure_title,
     focus_note,
     focused,
     line_style,
@@ -43,6 +44,11 @@ def _profile_ticks(tau_max: float) -> list[float]:
     top = int(np.ceil(np.log2(tau_max)))
     stride = -(-(top + 1) // 6)
     return [2.0**k for k in range(0, top + 1, stride)]
+
+
+def _tau_label(tau: float) -> str:
+    """Plain up to 1024; beyond, a power of 2 (1.67772e+07 would run into its neighbours)."""
+    return f"{tau:g}" if tau <= 1024 else f"$2^{{{round(np.log2(tau))}}}$"
 
 
 @styled
@@ -91,13 +97,15 @@ def performance_profile_figure(
         ax.set_xscale("log", base=2)
         ax.set_xlim(1, tau_max)
         ticks = [t for t in _profile_ticks(tau_max) if t <= tau_max]
-        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        ax.set_xticks(ticks, [_tau_label(t) for t in ticks])
         ax.xaxis.set_minor_locator(NullLocator())
         ax.set_ylim(-3, 103)
         label = PROFILE_LABELS.get(key, key)
         if "target" in key:
             label = label.replace("target", target_text(target, quality, split))
-        ax.set_title(f"{label}\n({len(matrix)} problems)", fontsize=10)
+        ax.set_title(
+            f"{label}\n({len(matrix)} problem{'s' if len(matrix) != 1 else ''})", fontsize=10
+        )
         ax.set_xlabel("tau: factor of the best optimizer's cost (log scale)")
     axes[0, 0].set_ylabel("problems within tau of the best (%)")
     handles = [
@@ -109,13 +117,14 @@ def performance_profile_figure(
         handles.append(handle)
         labels.append(label)
     figure_legend(fig, handles, labels)
-    fig.suptitle(
+    figure_title(
+        fig,
         "Performance profiles: problems = net and any other key that varies, each optimizer at "
         "its best "
         "learning rate per problem\na config counts as failed when a seed diverged or missed "
         "the target"
         + _left_out_text(costs, usable, target, quality, split)
-        + ("\n" + focus_note("panel by the area under its profile") if zoo else "")
+        + ("\n" + focus_note("panel by the area under its profile") if zoo else ""),
     )
     return fig
 

@@ -18,6 +18,7 @@ from harness.style import (
     CONTEXT,
     METRIC_LABELS,
     TARGET_LABELS,
+    figure_title,
     focus_note,
     is_context,
     is_percent,
@@ -127,10 +128,11 @@ def lr_sensitivity_figure(
     ]
     legend_of_settings(fig, styles, extra)
     zoo = any(is_context(style) for style in styles.values())
-    fig.suptitle(
+    figure_title(
+        fig,
         f"Learning-rate sensitivity ({fixed_text(runs[runs['batch_size'] == batch_size])}): "
         f"mean over {seeds_text(per_lr['n_seeds'])}, error bars: min-max over seeds"
-        + ("\n" + focus_note("net by the selection rule") if zoo else "")
+        + ("\n" + focus_note("net by the selection rule") if zoo else ""),
     )
     return fig
 
@@ -226,8 +228,8 @@ def axis_figure(table: pd.DataFrame, key: str, metrics: Sequence[str], title: st
                 label = METRIC_LABELS.get(metric, TARGET_LABELS.get(metric, metric))
                 ax.set_ylabel(label)
     legend_of_settings(fig, styles)
-    fig.suptitle(
-        f"{title}\nmean over {seeds_text(table['n_seeds'])}, error bars: min-max over seeds"
+    figure_title(
+        fig, f"{title}\nmean over {seeds_text(table['n_seeds'])}, error bars: min-max over seeds"
     )
     return fig
 
@@ -327,9 +329,10 @@ def effective_step_figure(runs: pd.DataFrame, metric: str | None = None) -> Figu
         ax.set_xlabel("effective step lr / (1 - μ) (log scale)")
     axes[0, 0].set_ylabel(METRIC_LABELS.get(metric, metric))
     legend_of_settings(fig, styles)
-    fig.suptitle(
+    figure_title(
+        fig,
         f"{METRIC_LABELS.get(metric, metric).split(' (')[0].capitalize()} against the effective "
         f"step ({_length_text(runs)}); diverged configs left out\nmean over "
-        f"{seeds_text(table['n_seeds'])}, error bars: min-max over seeds"
+        f"{seeds_text(table['n_seeds'])}, error bars: min-max over seeds",
     )
     return fig

@@ -17,6 +17,7 @@ from harness.style import (
     FOCUS_TOP,
     LEGIBLE_SETTINGS,
     TARGET_LABELS,
+    figure_title,
     lr_text,
     net_order,
     net_title,
@@ -78,10 +79,20 @@ def time_to_target_figure(
                 height=0.65,
                 error_kw={"lw": 1},
             )
-            for y, name, ok in zip(ys, names, done, strict=True):
-                lr = lr_text(panel.loc[name, "lr"])
-                text = f" lr {lr}" if ok else " not reached"
-                ax.text(0, y, text, va="center", ha="left", fontsize=8, color="black")
+            # each bar's rate past its error bar's end, where no whisker crosses it
+            ends = (mean + hi).to_numpy(float)
+            for y, name, ok, end in zip(ys, names, done, ends, strict=True):
+                text = f"lr {lr_text(panel.loc[name, 'lr'])}" if ok else "not reached"
+                ax.annotate(
+                    text,
+                    (end, y),
+                    xytext=(3, 0),
+                    textcoords="offset points",
+                    va="center",
+                    fontsize=8,
+                )
+            if done.any():  # room for the longest bar's label (~11 characters, a fifth)
+                ax.set_xlim(0, ends.max() * 1.3)
             labels = names
             if len(others):  # a zoo's others: how many reached the target, in one line
                 reached = int(np.isfinite(others).sum())
@@ -100,7 +111,8 @@ def time_to_target_figure(
             if not done.any():
                 ax.set_xlim(0, 1)
                 ax.set_xticks([])
-    fig.suptitle(
+    figure_title(
+        fig,
         f"Time to {target_text(target, quality, split)} at each setting's "
         "fastest learning rate\n"
         f"mean over {seeds_text(target_summary['n_seeds'])}, error bars: min-max over seeds "
@@ -109,7 +121,7 @@ def time_to_target_figure(
             f"\nthe {FOCUS_TOP} fastest of each panel and the course's fastest, fastest first"
             if zoo
             else ""
-        )
+        ),
     )
     return fig
 

@@ -7,12 +7,14 @@ from collections.abc import Sequence
 
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from harness import analysis
 from harness.report.common import Skipped, fixed_text
 from harness.style import (
     BAND_ALPHA,
     X_LABELS,
+    figure_title,
     legend_of_settings,
     line_style,
     log_label,
@@ -74,13 +76,15 @@ def tuned_hyperparameters_figure(
                 ax.set_title(net_title(configs, net))
             if row == len(metrics) - 1:
                 ax.set_xlabel(X_LABELS["iteration"])
+                ax.xaxis.set_major_locator(MaxNLocator(5))  # 10000 and 12500 would touch
             if col == 0:
                 label = {"lr": "learning rate α", "momentum": "momentum μ"}.get(metric, metric)
                 ax.set_ylabel(log_label(label) if metric == "lr" else label)
     legend_of_settings(fig, styles)
-    fig.suptitle(
+    figure_title(
+        fig,
         "Learning rate and momentum chosen by the optimizer at each step "
         f"({fixed_text(analysis.runs_of(runs, configs))})\n"
-        f"line: mean over {seeds_text(configs['n_seeds'])}, band: min-max over seeds"
+        f"line: mean over {seeds_text(configs['n_seeds'])}, band: min-max over seeds",
     )
     return fig

@@ -18,6 +18,7 @@ from harness.style import (
     SPLIT_NAMES,
     context_entries,
     figure_legend,
+    figure_title,
     focus_note,
     focused,
     glyph,
@@ -94,13 +95,14 @@ def tuning_curve_figure(curves: pd.DataFrame, trials: str | None = None) -> Figu
     handles += [Line2D([], [], color="black", ls="-"), Line2D([], [], color="black", ls="--")]
     labels += [f"{chooser} (chooses)", "test (reports)"]
     figure_legend(fig, handles, labels)
-    fig.suptitle(
+    figure_title(
+        fig,
         f"Tuning curves: the trial picked among k of {n} by final {chooser} "
         f"{'accuracy' if percent else what},\nexpected over random orders of the trials; "
         f"solid: its {chooser} error, dashed: its test error\n"
         f"({f'{trials}; ' if trials else ''}a setting with one trial has nothing to tune: a flat "
         "line)"
-        + ("\n" + focus_note("net after the whole budget") if len(shown) < len(styles) else "")
+        + ("\n" + focus_note("net after the whole budget") if len(shown) < len(styles) else ""),
     )
     return fig
 
@@ -147,7 +149,7 @@ def tuning_gain_figure(curves: pd.DataFrame, trials: str | None = None) -> Figur
         ax.set_ylim(-0.8, len(order) - 0.2)
         ax.set_title(net_title(curves, net))
         log_x(ax)
-        what = "error (100 − accuracy, %)" if percent else val_metric.removeprefix("final_val_")
+        what = "error (%)" if percent else val_metric.removeprefix("final_val_")  # 100 − accuracy
         ax.set_xlabel(log_label(f"expected final {chooser} {what}"))
     n = int(curves["n_trials"].max())
     handles = [
@@ -155,9 +157,10 @@ def tuning_gain_figure(curves: pd.DataFrame, trials: str | None = None) -> Figur
         Line2D([], [], marker="o", color="tab:blue", ls="none"),
     ]
     figure_legend(fig, handles, ["after one trial", f"after all N trials (N ≤ {n})"])
-    fig.suptitle(
+    figure_title(
+        fig,
         f"What tuning gains: the {chooser} error of the trial picked after one trial and after "
         f"the whole budget,\nexpected over random orders of the trials"
-        f"{f' ({trials})' if trials else ''}; best on top, a short bar is cheap to tune"
+        f"{f' ({trials})' if trials else ''}; best on top, a short bar is cheap to tune",
     )
     return fig
