@@ -307,10 +307,16 @@ def save_figure(figure: Figure, path: str | Path) -> None:
 LEGEND_BELOW_MAX, LEGEND_ROWS = 8, 24
 
 
-def legend_column_width(characters: int) -> float:
-    """Inches a legend column of 8-point labels of `characters` characters takes: its handle
-    and about 0.062 in a character (DejaVu Sans), so the panels beside it keep their width."""
-    return 0.45 + 0.062 * characters
+def text_width(characters: int, points: float) -> float:
+    """Inches a line of `characters` characters of `points`-point text takes, about (DejaVu
+    Sans: 0.062 in a character at 8 points)."""
+    return 0.00775 * points * characters
+
+
+def legend_column_width(characters: int, points: float = 8) -> float:
+    """Inches a legend column of `points`-point labels of `characters` characters takes: its
+    handle and its text, so the panels beside it keep their width."""
+    return 0.45 + text_width(characters, points)
 
 
 def figure_legend(fig: Figure, handles, labels, ncols: int | None = None) -> None:
@@ -318,12 +324,18 @@ def figure_legend(fig: Figure, handles, labels, ncols: int | None = None) -> Non
     them for up to LEGEND_BELOW_MAX entries, else beside them in columns."""
     if not handles:
         return
+    longest = max(len(str(label)) for label in labels)
     if len(handles) <= LEGEND_BELOW_MAX:
-        ncols = ncols or min(len(handles), 6)
+        # as many columns as the figure's width holds (long names: fewer, in more rows)
+        fitting = int(fig.get_figwidth() // legend_column_width(longest, STYLE["legend.fontsize"]))
+        wanted = ncols or min(len(handles), 6)
+        ncols = max(1, min(wanted, fitting))
+        added_rows = -(-len(handles) // ncols) - -(-len(handles) // wanted)
+        fig.set_figheight(fig.get_figheight() + 0.2 * added_rows)
         fig.legend(handles, labels, loc="outside lower center", ncols=ncols, frameon=False)
         return
     columns = -(-len(handles) // LEGEND_ROWS)
-    width = legend_column_width(max(len(str(label)) for label in labels))
+    width = legend_column_width(longest)
     fig.set_figwidth(fig.get_figwidth() + width * columns)
     fig.set_figheight(max(fig.get_figheight(), 0.2 * min(len(handles), LEGEND_ROWS) + 1.5))
     fig.legend(

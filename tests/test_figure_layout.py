@@ -83,15 +83,15 @@ def overlaps(fig: Figure) -> list[str]:
     ]
 
 
-def zoo_sized(runs: pd.DataFrame, curves: pd.DataFrame, copies: int):
-    """The smoke sweep's tables as if each optimizer came in `copies` variants (`<name>_<i>`,
-    made-up optimizers: colours of the zoo), each with its own identity and slightly shifted
-    curves: a sweep as many settings wide as the optimizer zoo."""
+def zoo_sized(runs: pd.DataFrame, curves: pd.DataFrame, copies: int, suffix: str = ""):
+    """The smoke sweep's tables as if each optimizer came in `copies` variants
+    (`<name><suffix>_<i>`, made-up optimizers: colours of the zoo), each with its own identity
+    and slightly shifted curves: a sweep as many settings wide as the optimizer zoo."""
     run_frames, curve_frames = [], []
     for i in range(copies):
         shift = 1 + 0.002 * i
         new_runs = runs.assign(
-            optimizer=runs["optimizer"] + f"_{i}",
+            optimizer=runs["optimizer"] + f"{suffix}_{i}",
             run_dir=runs["run_dir"] + f"/zoo{i}",
             final_val_accuracy=runs["final_val_accuracy"] / shift,
         )
@@ -103,7 +103,7 @@ def zoo_sized(runs: pd.DataFrame, curves: pd.DataFrame, copies: int):
         new_runs["config_id"] = [identity_hash(d) for d in identities]
         ids = dict(zip(runs["run_dir"], new_runs["config_id"], strict=True))
         new_curves = curves.assign(
-            optimizer=curves["optimizer"] + f"_{i}",
+            optimizer=curves["optimizer"] + f"{suffix}_{i}",
             config_id=curves["run_dir"].map(ids),
             run_dir=curves["run_dir"] + f"/zoo{i}",
             value=np.where(
@@ -120,10 +120,12 @@ def zoo_sized(runs: pd.DataFrame, curves: pd.DataFrame, copies: int):
     return with_config_columns(zoo_runs), pd.concat(curve_frames, ignore_index=True)
 
 
-def figures_of(folder: Path, target: float | None, copies: int = 0) -> dict[str, Figure]:
+def figures_of(
+    folder: Path, target: float | None, copies: int = 0, suffix: str = ""
+) -> dict[str, Figure]:
     runs, curves = load_runs(folder), load_curves(folder)
     if copies:
-        runs, curves = zoo_sized(runs, curves, copies)
+        runs, curves = zoo_sized(runs, curves, copies, suffix)
     if target is None:
         target = default_target(analysis.quality(runs))
     trials = TuningStudy(folder, [analysis.LR_KEY], runs)  # its rates as trials
@@ -205,6 +207,15 @@ def test_no_text_covers_another_in_a_zoo_sized_sweeps_figures(smoke_sweep):
     [(_, others)] = style.context_entries(120 - (len(legend) - 1))
     assert legend[-1] == others
     found = {name: overlaps(fig) for name, fig in figures.items()}
+    assert {name: o for name, o in found.items() if o} == {}
+
+
+def test_long_setting_names_widen_the_figures_not_squeeze_their_panels(smoke_sweep):
+    """Settings named like a batch-size study's (`momentum: study.budget=epochs, ...`): the
+    names beside bars and in legends take their width; no panel collapses (pyproject turns
+    matplotlib's warning into an error), no text leaves the figure or covers another."""
+    figures = figures_of(smoke_sweep, TARGET, copies=2, suffix="_with_a_name_as_long_as_a_study_s")
+    found = {name: outside(fig) + overlaps(fig) for name, fig in figures.items()}
     assert {name: o for name, o in found.items() if o} == {}
 
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from harness import analysis
 from harness.report.common import Skipped
 from harness.style import (
     SPLIT_NAMES,
+    figure_legend,
     figure_title,
     label_points,
     log_x,
@@ -21,11 +23,15 @@ from harness.style import (
     new_figure,
     optimizer_color,
     scale,
+    setting_order,
     styled,
 )
 
 # Settings labelled by name in a panel: all of them up to this many, else the Pareto front.
 LABEL_ALL = 16
+# Names longer than this label their points by a number, keyed in the legend: spelled out (a
+# batch-size study's settings run to 65 characters), a panel holds a few of them.
+LONG_NAME = 24
 
 
 def pareto_front(seconds: np.ndarray, error: np.ndarray) -> np.ndarray:
@@ -59,7 +65,9 @@ def quality_against_step_time_figure(runs: pd.DataFrame) -> Figure:
     split = SPLIT_NAMES[chooser.split("_")[1]]  # validation (test for runs without one)
     nets = net_order(best)
     fig, axes = new_figure(len(nets))
-    labelled = []
+    numbered = best["setting"].astype(str).str.len().max() > LONG_NAME
+    number = {s: str(i) for i, s in enumerate(setting_order(best), start=1)}
+    labelled, keyed = [], set()
     for ax, net in zip(axes[0], nets, strict=True):
         panel = best[best["net"] == net]
         seconds = panel["step_time_s_mean"].to_numpy(float) * 1e3
@@ -79,9 +87,19 @@ def quality_against_step_time_figure(runs: pd.DataFrame) -> Figure:
         ax.set_ylabel("final test error (%)")
         ax.set_title(net_title(best, net))
         named = np.ones(len(panel), bool) if len(panel) <= LABEL_ALL else front
-        names = panel["setting"].to_numpy()
+        names = panel["setting"].to_numpy()[named]
+        keyed.update(names)
+        texts = [number[n] for n in names] if numbered else names
         others = (seconds[~named], error[~named])
-        labelled.append((ax, seconds[named], error[named], names[named], others))
+        labelled.append((ax, seconds[named], error[named], texts, others))
+    if numbered:
+        optimizer_of = dict(zip(best["setting"], best["optimizer"], strict=False))
+        shown = [s for s in setting_order(best) if s in keyed]
+        handles = [
+            Line2D([], [], marker="o", ls="none", ms=5, color=optimizer_color(optimizer_of[s]))
+            for s in shown
+        ]
+        figure_legend(fig, handles, [f"{number[s]}: {s}" for s in shown])
     figure_title(
         fig,
         "Final test error against the cost of one step, each setting at its learning rate "

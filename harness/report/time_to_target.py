@@ -16,6 +16,7 @@ from harness.style import (
     COURSE_OPTIMIZERS,
     FOCUS_TOP,
     LEGIBLE_SETTINGS,
+    PANEL_WIDTH,
     TARGET_LABELS,
     figure_title,
     lr_text,
@@ -27,6 +28,7 @@ from harness.style import (
     setting_order,
     styled,
     target_text,
+    text_width,
     zoo_colours,
 )
 
@@ -57,6 +59,10 @@ def time_to_target_figure(
     shown = list(dict.fromkeys(o for panel, _ in bars.values() for o in panel["optimizer"]))
     colour = zoo_colours(shown) if zoo else {o: optimizer_color(o) for o in shown}
     fig, axes = new_figure(len(nets), len(measures))
+    # the names beside the bars: a panel's width holds ~12 characters of them (a batch-size
+    # study's settings run to 65; squeezed, the constrained layout would give up)
+    longest = max(len(str(name)) for panel, _ in bars.values() for name in panel.index)
+    fig.set_figwidth(len(nets) * (PANEL_WIDTH + text_width(max(0, longest - 12), 9)))
     # a bar's label needs its line: panels grow with the settings they list
     rows = max(len(panel) + (len(others) > 0) for panel, others in bars.values())
     fig.set_figheight(max(fig.get_figheight(), len(measures) * (0.22 * rows + 1.0) + 0.9))

@@ -34,6 +34,7 @@ from harness.style import (
     setting_order,
     setting_styles,
     styled,
+    text_width,
 )
 from harness.tuning_curves import budget_ends
 
@@ -107,9 +108,8 @@ def tuning_curve_figure(curves: pd.DataFrame, trials: str | None = None) -> Figu
     return fig
 
 
-# Inches a row of the tuning-gain figure takes (7-point setting names, one above the other) and
-# a character of a name beside its row.
-GAIN_ROW, GAIN_CHARACTER = 0.15, 0.055
+# Inches a row of the tuning-gain figure takes (7-point setting names, one above the other).
+GAIN_ROW = 0.15
 
 
 @styled
@@ -130,7 +130,7 @@ def tuning_gain_figure(curves: pd.DataFrame, trials: str | None = None) -> Figur
     fig, axes = new_figure(len(nets))
     names = max(len(str(name)) for name in first.index.get_level_values("setting"))
     fig.set_size_inches(
-        (PANEL_WIDTH + GAIN_CHARACTER * names) * len(nets),
+        (PANEL_WIDTH + text_width(names, 7)) * len(nets),
         max(PANEL_HEIGHT, GAIN_ROW * rows + 1.6),
     )
     for ax, net in zip(axes[0], nets, strict=True):
