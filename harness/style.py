@@ -19,9 +19,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
-from matplotlib.ticker import LogFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import LogFormatter, LogLocator, MaxNLocator, NullFormatter
 from matplotlib.transforms import Bbox
 
 # One colour per optimizer, the same in every figure (colour-blind-safe where it matters most:
@@ -204,18 +205,35 @@ def new_figure(n_cols: int, n_rows: int = 1, **kwargs) -> tuple[Figure, np.ndarr
     return fig, axes
 
 
-# About 11 characters of a 12-point title fit in an inch; each line of it takes ~0.22 in.
-TITLE_CHARS_PER_INCH, TITLE_LINE_INCHES = 11, 0.22
+# Inches a line of a 12-point title takes.
+TITLE_LINE_INCHES = 0.22
 
 
 def figure_title(fig: Figure, text: str, room: int | None = None) -> None:
-    """The figure's title, each of its lines wrapped to the figure's width: a title wider than
-    the panels would widen the saved figure (its bounding box is tight) and leave them a strip
-    in its middle. The figure grows by a line's height for each line beyond `room` (default:
-    the lines `text` has), so that the panels keep theirs."""
-    width = int(fig.get_figwidth() * TITLE_CHARS_PER_INCH)
+    """The figure's title, each of its lines wrapped where it is wider than the figure (as the
+    renderer measures it): a title wider than the panels would widen the saved figure (its
+    bounding box is tight) and leave them a strip in its middle. The figure grows by a line's
+    height for each line beyond `room` (default: the lines `text` has), so that the panels keep
+    theirs."""
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    font = FontProperties(
+        size=matplotlib.rcParams["figure.titlesize"],
+        weight=matplotlib.rcParams["figure.titleweight"],
+    )
+    usable = 0.98 * fig.get_figwidth() * fig.dpi  # pixels, a little margin on each side
+
+    def width(line: str) -> float:
+        return renderer.get_text_width_height_descent(line, font, ismath=False)[0]
+
     given = text.split("\n")
-    lines = [wrapped for line in given for wrapped in (textwrap.wrap(line, width) or [""])]
+    lines = []
+    for line in given:
+        # the most characters per line that keep every wrapped line inside: from the line's own
+        # mean character width, down
+        characters = min(len(line), int(len(line) * usable / max(width(line), 1.0)) + 2)
+        while any(width(part) > usable for part in textwrap.wrap(line, max(characters, 1))):
+            characters -= 1
+        lines += textwrap.wrap(line, characters) or [""]
     fig.suptitle("\n".join(lines))
     extra = len(lines) - (len(given) if room is None else room)
     fig.set_figheight(fig.get_figheight() + TITLE_LINE_INCHES * max(0, extra))
@@ -376,17 +394,18 @@ MIN_LOG_LABELS = 4
 
 
 class _OneTwoFiveLocator(LogLocator):
-    """Ticks at 1, 2 and 5 of each decade, and at 3 too where those leave fewer than
-    MIN_LOG_LABELS in view (a range of about a decade and a half: 5, 10, 20 alone)."""
+    """Ticks at 1, 2 and 5 of each decade; where those leave fewer than MIN_LOG_LABELS in view,
+    at 3 too (a decade and a half: 5, 10, 20 alone), and on a range shorter still, evenly
+    spaced (0.85 to 2.7: 1, 1.5, 2, 2.5)."""
 
     def tick_values(self, vmin, vmax):
         low, high = sorted((vmin, vmax))
-        self.set_params(subs=(1.0, 2.0, 5.0))
-        ticks = super().tick_values(vmin, vmax)
-        if ((ticks >= low) & (ticks <= high)).sum() < MIN_LOG_LABELS:
-            self.set_params(subs=(1.0, 2.0, 3.0, 5.0))
+        for subs in ((1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0)):
+            self.set_params(subs=subs)
             ticks = super().tick_values(vmin, vmax)
-        return ticks
+            if ((ticks >= low) & (ticks <= high)).sum() >= MIN_LOG_LABELS:
+                return ticks
+        return MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]).tick_values(low, high)
 
 
 def log_x(ax) -> None:

@@ -29,9 +29,10 @@ from harness.style import (
 
 # Settings labelled by name in a panel: all of them up to this many, else the Pareto front.
 LABEL_ALL = 16
-# Names longer than this label their points by a number, keyed in the legend: spelled out (a
-# batch-size study's settings run to 65 characters), a panel holds a few of them.
-LONG_NAME = 24
+# Where a name to label is longer than this, the points are labelled by numbers, keyed in the
+# legend: spelled out, a panel holds few of a batch-size study's names (up to 65 characters);
+# a zoo's run to 27.
+LONG_NAME = 32
 
 
 def pareto_front(seconds: np.ndarray, error: np.ndarray) -> np.ndarray:
@@ -65,9 +66,8 @@ def quality_against_step_time_figure(runs: pd.DataFrame) -> Figure:
     split = SPLIT_NAMES[chooser.split("_")[1]]  # validation (test for runs without one)
     nets = net_order(best)
     fig, axes = new_figure(len(nets))
-    numbered = best["setting"].astype(str).str.len().max() > LONG_NAME
     number = {s: str(i) for i, s in enumerate(setting_order(best), start=1)}
-    labelled, keyed = [], set()
+    labelled = []
     for ax, net in zip(axes[0], nets, strict=True):
         panel = best[best["net"] == net]
         seconds = panel["step_time_s_mean"].to_numpy(float) * 1e3
@@ -87,12 +87,17 @@ def quality_against_step_time_figure(runs: pd.DataFrame) -> Figure:
         ax.set_ylabel("final test error (%)")
         ax.set_title(net_title(best, net))
         named = np.ones(len(panel), bool) if len(panel) <= LABEL_ALL else front
-        names = panel["setting"].to_numpy()[named]
-        keyed.update(names)
-        texts = [number[n] for n in names] if numbered else names
         others = (seconds[~named], error[~named])
-        labelled.append((ax, seconds[named], error[named], texts, others))
+        labelled.append(
+            (ax, seconds[named], error[named], panel["setting"].to_numpy()[named], others)
+        )
+    keyed = {name for *_, names, _ in labelled for name in names}
+    numbered = max(len(str(name)) for name in keyed) > LONG_NAME
     if numbered:
+        labelled = [
+            (ax, xs, ys, [number[name] for name in names], others)
+            for ax, xs, ys, names, others in labelled
+        ]
         optimizer_of = dict(zip(best["setting"], best["optimizer"], strict=False))
         shown = [s for s in setting_order(best) if s in keyed]
         handles = [
