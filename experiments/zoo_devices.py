@@ -28,7 +28,7 @@ bitwise, but the same ranking).
 
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
 import pandas as pd
@@ -71,8 +71,7 @@ def compare(gpu: pd.DataFrame, cpu: pd.DataFrame) -> dict[str, float]:
     }
 
 
-def main() -> None:
-    gpu_dir = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "results" / "zoo" / "h200")
+def main(gpu_dir: Path) -> None:
     lines = [
         "The zoo's phase 1 (`experiment=zoo_tune`: 2,000 iterations, seed 0) and phase 2 "
         "(`experiment=zoo_shortlist`: 20,000 iterations, seed 0) on a lent NVIDIA "
@@ -105,4 +104,17 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(
+        prog="zoo_devices", description="The zoo on a GPU against this CPU: results/zoo/devices.md."
+    )
+    parser.add_argument(
+        "gpu_dir",
+        nargs="?",
+        type=Path,
+        default=ROOT / "results" / "zoo" / "h200",
+        help="the GPU's runs tables (default: results/zoo/h200)",
+    )
+    gpu_dir = parser.parse_args().gpu_dir
+    if not gpu_dir.is_dir():
+        parser.error(f"{gpu_dir} is not a folder")
+    main(gpu_dir)

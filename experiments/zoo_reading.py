@@ -22,7 +22,7 @@ Every pick is the validation set's; the test set only reports.
 
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
 import pandas as pd
@@ -263,7 +263,11 @@ def main(sweep: Path) -> str:
 
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        prog="zoo_reading", description="The zoo's reading in numbers: <sweep>/reading.md."
+    )
+    parser.add_argument("sweep", nargs="?", type=Path, default=ROOT / "results" / "zoo")
     try:
-        print(main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "results" / "zoo"))
+        print(main(parser.parse_args().sweep))
     except (HarnessError, ValueError) as exc:  # a user's folder: one line, no traceback
         exit_with_error("zoo_reading", str(exc))

@@ -484,6 +484,13 @@ def test_the_zoos_reading_is_drawn_from_a_sweeps_tables(smoke_sweep, tmp_path):
         )
         assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
         assert message in result.stderr
+    # an option it does not take is refused, not ignored (it had written where it was not told)
+    result = subprocess.run(
+        [sys.executable, str(REPO / "experiments" / "zoo_reading.py"), str(tmp_path), "--out", "x"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2 and "unrecognized arguments: --out x" in result.stderr
 
 
 def test_a_figure_saved_again_is_the_same_file(tables, tmp_path):
