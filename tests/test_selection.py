@@ -143,6 +143,27 @@ def test_runs_without_validation_fall_back_to_the_test_set_and_say_so(tables):
     assert analysis.selection_text(runs) == "chosen by final validation accuracy"
 
 
+def test_a_folder_mixing_runs_without_validation_says_how_those_were_chosen(tables):
+    """Where some configs have no validation split (a folder mixing studies), the rule ranks
+    their rates by final training loss: the titles and headers say so, never the test set."""
+    runs, _ = tables
+    net1 = runs["model"] == "net1"
+    mixed = runs.copy()
+    mixed.loc[net1, [c for c in runs if c.startswith("final_val_")]] = float("nan")
+    n = mixed.loc[net1, "config_id"].nunique()
+    assert analysis.selection_text(mixed) == (
+        f"chosen by final validation accuracy ({n} configs without a validation split: "
+        "chosen by final training loss)"
+    )
+    summary = analysis.summarize(mixed)
+    assert analysis.without_validation(summary) == n
+    best = analysis.best_configs(summary).set_index("config_id")
+    for config_id in best.index[best["net"] == "net1"]:  # the lowest training loss of its rates
+        group = analysis.config_key(summary, without=[analysis.LR_KEY])
+        rates = summary[group == group[summary["config_id"] == config_id].iloc[0]]
+        assert rates["final_train_loss_mean"].min() == best.loc[config_id, "final_train_loss_mean"]
+
+
 def test_a_phase_key_that_varies_in_the_tuning_study_changes_no_choice(tables):
     """`${tuned:}` chooses among a group's trials whatever their phase keys (a shortlist's
     trials at another length): the best trial of each group given another `train.eval_every`

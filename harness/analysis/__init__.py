@@ -65,6 +65,7 @@ from harness.analysis.metrics import (
     selection_split,
     selection_text,
     summary_metrics,
+    without_validation,
 )
 from harness.analysis.profiles import (
     performance_profile,
@@ -146,5 +147,6 @@ __all__ = [
     "time_to_target",
     "varying_keys",
     "welch_interval",
+    "without_validation",
     "with_net",
 ]

@@ -51,11 +51,16 @@ def final_quality(frame: pd.DataFrame) -> str:
 def has_validation(frame: pd.DataFrame) -> bool:
     """Whether the runs of `frame` (a runs table, a summary or curves) were evaluated on a
     validation split held out of their training data."""
-    q = quality(frame)
     if "metric" in frame:
-        return bool((frame["metric"] == f"val_{q}").any())
-    column = next((c for c in (f"final_val_{q}", f"final_val_{q}_mean") if c in frame), None)
+        return bool((frame["metric"] == f"val_{quality(frame)}").any())
+    column = _validation_column(frame)
     return column is not None and bool(frame[column].notna().any())
+
+
+def _validation_column(frame: pd.DataFrame) -> str | None:
+    """The final validation quality's column of a runs table or a summary, if it has one."""
+    q = quality(frame)
+    return next((c for c in (f"final_val_{q}", f"final_val_{q}_mean") if c in frame), None)
 
 
 def selection_split(frame: pd.DataFrame) -> str:
@@ -70,12 +75,31 @@ def selection_metric(frame: pd.DataFrame) -> str:
     return f"final_{selection_split(frame)}_{quality(frame)}"
 
 
+def without_validation(frame: pd.DataFrame) -> int:
+    """How many configs of a runs table or summary have no validation value while others have
+    (a folder that mixes runs with and without a validation split): the rule ranks them by
+    their final training loss alone (`rank_configs`)."""
+    column = _validation_column(frame)
+    if column is None or "config_id" not in frame or frame[column].isna().all():
+        return 0
+    return int(frame[column].isna().groupby(frame["config_id"]).all().sum())
+
+
 def selection_text(frame: pd.DataFrame) -> str:
-    """How choices were made, for headers and titles: 'chosen by final validation accuracy'."""
+    """How choices were made, for headers and titles: 'chosen by final validation accuracy',
+    and what the rule fell back to where runs had no validation split."""
     split = selection_split(frame)
     name = {"val": "validation", "test": "test"}[split]
     text = f"chosen by final {name} {quality(frame)}"
-    return text if split == "val" else f"{text} (no validation split: the test set chose)"
+    if split == "test":
+        return f"{text} (no validation split: the test set chose)"
+    missing = without_validation(frame)
+    if missing:
+        text += (
+            f" ({missing} config{'s' if missing > 1 else ''} without a validation split: "
+            "chosen by final training loss)"
+        )
+    return text
 
 
 def summary_metrics(frame: pd.DataFrame) -> tuple[str, ...]:
