@@ -209,7 +209,7 @@ def new_figure(n_cols: int, n_rows: int = 1, **kwargs) -> tuple[Figure, np.ndarr
 TITLE_LINE_INCHES = 0.22
 
 
-def figure_title(fig: Figure, text: str, room: int | None = None) -> None:
+def wrapped_suptitle(fig: Figure, text: str, room: int | None = None) -> None:
     """The figure's title, each of its lines wrapped where it is wider than the figure (as the
     renderer measures it): a title wider than the panels would widen the saved figure (its
     bounding box is tight) and leave them a strip in its middle. The figure grows by a line's
@@ -229,11 +229,11 @@ def figure_title(fig: Figure, text: str, room: int | None = None) -> None:
     lines = []
     for line in given:
         # the most characters per line that keep every wrapped line inside: from the line's own
-        # mean character width, down
-        characters = min(len(line), int(len(line) * usable / max(width(line), 1.0)) + 2)
-        while any(width(part) > usable for part in textwrap.wrap(line, max(characters, 1))):
+        # mean character width, down (to one: a figure narrower than a letter keeps its letters)
+        characters = max(1, min(len(line), int(len(line) * usable / max(width(line), 1.0)) + 2))
+        while characters > 1 and any(width(p) > usable for p in textwrap.wrap(line, characters)):
             characters -= 1
-        lines += textwrap.wrap(line, characters) or [""]
+        lines += textwrap.wrap(line, characters) or [""]  # an empty line stays a line
     fig.suptitle("\n".join(lines))
     extra = len(lines) - (len(given) if room is None else room)
     fig.set_figheight(fig.get_figheight() + TITLE_LINE_INCHES * max(0, extra))
@@ -345,12 +345,15 @@ def figure_legend(fig: Figure, handles, labels, ncols: int | None = None) -> Non
     longest = max(len(str(label)) for label in labels)
     if len(handles) <= LEGEND_BELOW_MAX:
         # as many columns as the figure's width holds (long names: fewer, in more rows)
-        fitting = int(fig.get_figwidth() // legend_column_width(longest, STYLE["legend.fontsize"]))
+        column = legend_column_width(longest, STYLE["legend.fontsize"])
         wanted = ncols or min(len(handles), 6)
-        ncols = max(1, min(wanted, fitting))
+        ncols = max(1, min(wanted, int(fig.get_figwidth() // column)))
         added_rows = -(-len(handles) // ncols) - -(-len(handles) // wanted)
         fig.set_figheight(fig.get_figheight() + 0.2 * added_rows)
-        fig.legend(handles, labels, loc="outside lower center", ncols=ncols, frameon=False)
+        legend = fig.legend(handles, labels, loc="outside lower center", ncols=ncols, frameon=False)
+        # a column wider than the figure (one panel, long names) widens it, as measured
+        width = legend.get_window_extent(FigureCanvasAgg(fig).get_renderer()).width / fig.dpi
+        fig.set_figwidth(max(fig.get_figwidth(), width + 0.1))
         return
     columns = -(-len(handles) // LEGEND_ROWS)
     width = legend_column_width(longest)
@@ -396,10 +399,13 @@ MIN_LOG_LABELS = 4
 class _OneTwoFiveLocator(LogLocator):
     """Ticks at 1, 2 and 5 of each decade; where those leave fewer than MIN_LOG_LABELS in view,
     at 3 too (a decade and a half: 5, 10, 20 alone), and on a range shorter still, evenly
-    spaced (0.85 to 2.7: 1, 1.5, 2, 2.5)."""
+    spaced (0.85 to 2.7: 1, 1.5, 2, 2.5); over more than three decades, at each decade."""
 
     def tick_values(self, vmin, vmax):
         low, high = sorted((vmin, vmax))
+        if low <= 0 or high / low > 1e3:  # decades alone (those LogLocator keeps of many)
+            self.set_params(subs=(1.0,))
+            return super().tick_values(vmin, vmax)
         for subs in ((1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0)):
             self.set_params(subs=subs)
             ticks = super().tick_values(vmin, vmax)

@@ -170,19 +170,37 @@ def test_a_single_nets_figures_keep_their_titles_within_their_width():
     assert {name: o for name, o in found.items() if o} == {}
 
 
-def test_figure_title_wraps_to_the_figure_and_grows_it_by_the_lines_it_adds():
+def test_wrapped_suptitle_wraps_to_the_figure_and_grows_it_by_the_lines_it_adds():
     fig, _ = style.new_figure(1)
     height = fig.get_figheight()
     text = "a title " * 30 + "\nits second line"
-    style.figure_title(fig, text)
+    style.wrapped_suptitle(fig, text)
     lines = fig.get_suptitle().split("\n")
     assert len(lines) > 2 and outside(fig) == []
     assert " ".join(" ".join(lines).split()) == " ".join(text.split())  # nothing lost
     added = style.TITLE_LINE_INCHES * (len(lines) - 2)
     assert fig.get_figheight() == pytest.approx(height + added)
     wide, _ = style.new_figure(3)
-    style.figure_title(wide, "short\ntitle")
+    style.wrapped_suptitle(wide, "short\ntitle")
     assert wide.get_suptitle() == "short\ntitle" and wide.get_figheight() == height
+    for text in ("a\n\nb", "title\n", ""):  # empty lines stay
+        style.wrapped_suptitle(wide, text)
+        assert wide.get_suptitle() == text
+    narrow = Figure(figsize=(0.1, 1))  # narrower than a letter: a letter a line, and it ends
+    style.wrapped_suptitle(narrow, "W wide")
+    assert narrow.get_suptitle() == "W\nw\ni\nd\ne"
+
+
+def test_a_legend_below_one_panel_never_overhangs_it():
+    """Names longer than a single panel is wide: the figure widens to one legend column."""
+    fig, axes = style.new_figure(1)
+    names = [
+        f"momentum: study.budget=epochs, study.lr_scaling=linear, batch_size={b}" for b in (64, 128)
+    ]
+    lines = [axes[0, 0].plot([1, 2], [1, i])[0] for i in (1, 2)]
+    style.figure_legend(fig, lines, names)
+    style.wrapped_suptitle(fig, "a title as wide as the figure " * 3)
+    assert fig.get_figwidth() > style.PANEL_WIDTH and outside(fig) + overlaps(fig) == []
 
 
 def test_a_short_log_axis_gets_labels_at_3_too_and_a_shorter_one_evenly_spaced():
@@ -203,6 +221,13 @@ def test_a_short_log_axis_gets_labels_at_3_too_and_a_shorter_one_evenly_spaced()
         "2",
         "2.5",
     ]
+    ax.set_xlim(1e-6, 1e5)  # eleven decades: each decade, labelled every other
+    FigureCanvasAgg(fig).draw()
+    assert [t for t in ax.get_xticks() if 1e-6 <= t <= 1e5] == pytest.approx(
+        [1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1, 10, 100, 1e3, 1e4, 1e5]
+    ) or [t for t in ax.get_xticks() if 1e-6 <= t <= 1e5] == pytest.approx(
+        [1e-6, 1e-4, 1e-2, 1, 100, 1e4]
+    )
     ax.set_xlim(0.5, 200)  # 2.6 decades: 1, 2 and 5 of each are plenty
     ticks = [t for t in ax.get_xticks() if 0.5 <= t <= 200]
     assert ticks == pytest.approx([0.5, 1, 2, 5, 10, 20, 50, 100, 200])

@@ -35,7 +35,6 @@ from harness.style import (
     METRIC_LABELS,
     X_LABELS,
     context_entries,
-    figure_title,
     focus_note,
     is_percent,
     legend_column_width,
@@ -49,6 +48,7 @@ from harness.style import (
     setting_order,
     setting_styles,
     styled,
+    wrapped_suptitle,
 )
 
 X_WORDS = {"iteration": "iterations", "epoch": "epochs", "time_s": "training time"}
@@ -174,7 +174,7 @@ def _figure(runs, curves, configs, rows, x, what, title) -> Figure:
     )
     if zoo:
         text += f" {focus_note('net by the selection rule').capitalize()}."
-    figure_title(fig, text, room=3)  # the 1.0 in made above holds three lines
+    wrapped_suptitle(fig, text, room=3)  # the 1.0 in made above holds three lines
     return fig
 
 

@@ -14,7 +14,6 @@ from harness.report.common import Skipped
 from harness.style import (
     SPLIT_NAMES,
     figure_legend,
-    figure_title,
     label_points,
     log_x,
     log_y,
@@ -25,6 +24,7 @@ from harness.style import (
     scale,
     setting_order,
     styled,
+    wrapped_suptitle,
 )
 
 # Settings labelled by name in a panel: all of them up to this many, else the Pareto front.
@@ -92,20 +92,20 @@ def quality_against_step_time_figure(runs: pd.DataFrame) -> Figure:
             (ax, seconds[named], error[named], panel["setting"].to_numpy()[named], others)
         )
     keyed = {name for *_, names, _ in labelled for name in names}
-    numbered = max(len(str(name)) for name in keyed) > LONG_NAME
+    numbered = max((len(str(name)) for name in keyed), default=0) > LONG_NAME
     if numbered:
         labelled = [
             (ax, xs, ys, [number[name] for name in names], others)
             for ax, xs, ys, names, others in labelled
         ]
-        optimizer_of = dict(zip(best["setting"], best["optimizer"], strict=False))
+        optimizer_of = dict(zip(best["setting"], best["optimizer"], strict=True))
         shown = [s for s in setting_order(best) if s in keyed]
         handles = [
             Line2D([], [], marker="o", ls="none", ms=5, color=optimizer_color(optimizer_of[s]))
             for s in shown
         ]
         figure_legend(fig, handles, [f"{number[s]}: {s}" for s in shown])
-    figure_title(
+    wrapped_suptitle(
         fig,
         "Final test error against the cost of one step, each setting at its learning rate "
         f"chosen on {split}\n(dashed: settings no other beats in both step time and {split} "

@@ -16,7 +16,6 @@ from harness.style import (
     PROFILE_LABELS,
     context_entries,
     figure_legend,
-    figure_title,
     focus_note,
     focused,
     line_style,
@@ -25,6 +24,7 @@ from harness.style import (
     optimizer_order,
     styled,
     target_text,
+    wrapped_suptitle,
     zoo_colours,
 )
 
@@ -117,7 +117,7 @@ def performance_profile_figure(
         handles.append(handle)
         labels.append(label)
     figure_legend(fig, handles, labels)
-    figure_title(
+    wrapped_suptitle(
         fig,
         "Performance profiles: problems = net and any other key that varies, each optimizer at "
         "its best "

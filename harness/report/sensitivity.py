@@ -18,7 +18,6 @@ from harness.style import (
     CONTEXT,
     METRIC_LABELS,
     TARGET_LABELS,
-    figure_title,
     focus_note,
     is_context,
     is_percent,
@@ -36,6 +35,7 @@ from harness.style import (
     setting_order,
     setting_styles,
     styled,
+    wrapped_suptitle,
 )
 
 
@@ -128,7 +128,7 @@ def lr_sensitivity_figure(
     ]
     legend_of_settings(fig, styles, extra)
     zoo = any(is_context(style) for style in styles.values())
-    figure_title(
+    wrapped_suptitle(
         fig,
         f"Learning-rate sensitivity ({fixed_text(runs[runs['batch_size'] == batch_size])}): "
         f"mean over {seeds_text(per_lr['n_seeds'])}, error bars: min-max over seeds"
@@ -228,7 +228,7 @@ def axis_figure(table: pd.DataFrame, key: str, metrics: Sequence[str], title: st
                 label = METRIC_LABELS.get(metric, TARGET_LABELS.get(metric, metric))
                 ax.set_ylabel(label)
     legend_of_settings(fig, styles)
-    figure_title(
+    wrapped_suptitle(
         fig, f"{title}\nmean over {seeds_text(table['n_seeds'])}, error bars: min-max over seeds"
     )
     return fig
@@ -329,7 +329,7 @@ def effective_step_figure(runs: pd.DataFrame, metric: str | None = None) -> Figu
         ax.set_xlabel("effective step lr / (1 - μ) (log scale)")
     axes[0, 0].set_ylabel(METRIC_LABELS.get(metric, metric))
     legend_of_settings(fig, styles)
-    figure_title(
+    wrapped_suptitle(
         fig,
         f"{METRIC_LABELS.get(metric, metric).split(' (')[0].capitalize()} against the effective "
         f"step ({_length_text(runs)}); diverged configs left out\nmean over "

@@ -18,7 +18,6 @@ from harness.style import (
     LEGIBLE_SETTINGS,
     PANEL_WIDTH,
     TARGET_LABELS,
-    figure_title,
     lr_text,
     net_order,
     net_title,
@@ -29,6 +28,7 @@ from harness.style import (
     styled,
     target_text,
     text_width,
+    wrapped_suptitle,
     zoo_colours,
 )
 
@@ -117,7 +117,7 @@ def time_to_target_figure(
             if not done.any():
                 ax.set_xlim(0, 1)
                 ax.set_xticks([])
-    figure_title(
+    wrapped_suptitle(
         fig,
         f"Time to {target_text(target, quality, split)} at each setting's "
         "fastest learning rate\n"

@@ -14,7 +14,6 @@ from harness.report.common import Skipped, fixed_text
 from harness.style import (
     BAND_ALPHA,
     X_LABELS,
-    figure_title,
     legend_of_settings,
     line_style,
     log_label,
@@ -26,6 +25,7 @@ from harness.style import (
     setting_order,
     setting_styles,
     styled,
+    wrapped_suptitle,
 )
 
 # What a self-tuning optimizer records beside `lr` (harness.engine.logged_hyperparameters).
@@ -81,7 +81,7 @@ def tuned_hyperparameters_figure(
                 label = {"lr": "learning rate α", "momentum": "momentum μ"}.get(metric, metric)
                 ax.set_ylabel(log_label(label) if metric == "lr" else label)
     legend_of_settings(fig, styles)
-    figure_title(
+    wrapped_suptitle(
         fig,
         "Learning rate and momentum chosen by the optimizer at each step "
         f"({fixed_text(analysis.runs_of(runs, configs))})\n"

@@ -18,7 +18,6 @@ from harness.style import (
     SPLIT_NAMES,
     context_entries,
     figure_legend,
-    figure_title,
     focus_note,
     focused,
     glyph,
@@ -35,6 +34,7 @@ from harness.style import (
     setting_styles,
     styled,
     text_width,
+    wrapped_suptitle,
 )
 from harness.tuning_curves import budget_ends
 
@@ -96,7 +96,7 @@ def tuning_curve_figure(curves: pd.DataFrame, trials: str | None = None) -> Figu
     handles += [Line2D([], [], color="black", ls="-"), Line2D([], [], color="black", ls="--")]
     labels += [f"{chooser} (chooses)", "test (reports)"]
     figure_legend(fig, handles, labels)
-    figure_title(
+    wrapped_suptitle(
         fig,
         f"Tuning curves: the trial picked among k of {n} by final {chooser} "
         f"{'accuracy' if percent else what},\nexpected over random orders of the trials; "
@@ -157,7 +157,7 @@ def tuning_gain_figure(curves: pd.DataFrame, trials: str | None = None) -> Figur
         Line2D([], [], marker="o", color="tab:blue", ls="none"),
     ]
     figure_legend(fig, handles, ["after one trial", f"after all N trials (N ≤ {n})"])
-    figure_title(
+    wrapped_suptitle(
         fig,
         f"What tuning gains: the {chooser} error of the trial picked after one trial and after "
         f"the whole budget,\nexpected over random orders of the trials"
