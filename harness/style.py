@@ -380,10 +380,17 @@ def legend_of_settings(fig: Figure, styles: dict[str, dict], extra=()) -> None:
 
 
 class _PlainLogFormatter(LogFormatter):
-    """Log-axis labels as plain numbers (0.3, 2), not 3 x 10^-1."""
+    """Log-axis labels as plain numbers (0.3, 2), not 3 x 10^-1; where a range of a few decades
+    labels some minor ticks, 2 and 5 of each (matplotlib's 2, 3, 4 and 6: 0.3 and 0.4 touch
+    on a panel with two decades)."""
 
     def _num_to_string(self, x, vmin, vmax):
         return f"{x:g}"
+
+    def set_locs(self, locs=None):
+        super().set_locs(locs)
+        if self._sublabels is not None and 1 < len(self._sublabels) < self._base:
+            self._sublabels = {1.0, 2.0, 5.0}
 
 
 def log_y(ax) -> None:

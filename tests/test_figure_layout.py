@@ -358,3 +358,21 @@ def test_crowded_point_labels_stay_inside_their_panel():
     boxes = [Text.get_window_extent(t) for t in ax.texts]
     assert len(boxes) == 20
     assert all(panel.contains(b.x0, b.y0) and panel.contains(b.x1, b.y1) for b in boxes)
+
+
+def test_a_log_axis_of_two_decades_labels_2_and_5_between_them():
+    """matplotlib labels 2, 3, 4 and 6 of each decade there: 0.3 and 0.4 touched on a panel of
+    a batch-size study's figure."""
+    fig, axes = style.new_figure(1)
+    ax = axes[0, 0]
+    style.log_y(ax)
+    ax.set_ylim(0.02, 3)
+    with matplotlib.rc_context(style.STYLE):
+        FigureCanvasAgg(fig).draw()
+    minor = [
+        t.get_text()
+        for t in ax.yaxis.get_minorticklabels()
+        if t.get_text() and 0.02 <= t.get_position()[1] <= 3
+    ]
+    assert minor == ["0.02", "0.05", "0.2", "0.5", "2"]
+    assert overlaps(fig) == []
