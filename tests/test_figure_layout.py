@@ -7,6 +7,7 @@ differ in colour or in style."""
 import itertools
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib
@@ -83,6 +84,21 @@ def overlaps(fig: Figure) -> list[str]:
     ]
 
 
+def outside(fig: Figure) -> list[str]:
+    """The texts wider than the figure or past its sides: a saved figure (its bounding box
+    tight) would widen around them, leaving its panels a strip in the middle."""
+    width = fig.bbox.width
+    return [what for what, box in text_boxes(fig) if box.x0 < -0.5 or box.x1 > width + 0.5]
+
+
+def defects(
+    figures: dict[str, Figure], checks: tuple[Callable[[Figure], list[str]], ...] = (overlaps,)
+) -> dict[str, list[str]]:
+    """What `checks` find in each figure, for the figures where they find anything."""
+    found = {name: [d for check in checks for d in check(fig)] for name, fig in figures.items()}
+    return {name: d for name, d in found.items() if d}
+
+
 def zoo_sized(runs: pd.DataFrame, curves: pd.DataFrame, copies: int, suffix: str = ""):
     """The smoke sweep's tables as if each optimizer came in `copies` variants
     (`<name><suffix>_<i>`, made-up optimizers: colours of the zoo), each with its own identity
@@ -136,23 +152,14 @@ def figures_of(
 def test_no_text_covers_another_in_the_smoke_sweeps_figures(smoke_sweep):
     figures = figures_of(smoke_sweep, TARGET)
     assert "convergence_train_loss" in figures
-    found = {name: overlaps(fig) for name, fig in figures.items()}
-    assert {name: o for name, o in found.items() if o} == {}
+    assert defects(figures) == {}
 
 
 @pytest.mark.skipif(not COURSE.exists(), reason="no committed course study")
 def test_no_text_covers_another_in_the_course_studys_figures():
     figures = figures_of(COURSE, None)
     assert "convergence_test_accuracy" in figures
-    found = {name: overlaps(fig) for name, fig in figures.items()}
-    assert {name: o for name, o in found.items() if o} == {}
-
-
-def outside(fig: Figure) -> list[str]:
-    """The texts wider than the figure or past its sides: a saved figure (its bounding box
-    tight) would widen around them, leaving its panels a strip in the middle."""
-    width = fig.bbox.width
-    return [what for what, box in text_boxes(fig) if box.x0 < -0.5 or box.x1 > width + 0.5]
+    assert defects(figures) == {}
 
 
 @pytest.mark.skipif(not COURSE.exists(), reason="no committed course study")
@@ -166,8 +173,7 @@ def test_a_single_nets_figures_keep_their_titles_within_their_width():
     made = make_figures(runs, curves, default_target(analysis.quality(runs)), study)
     figures = {name: fig for name, fig in made.items() if isinstance(fig, Figure)}
     assert {"quality_against_step_time", "performance_profile", "tuning_curves"} <= set(figures)
-    found = {name: outside(fig) + overlaps(fig) for name, fig in figures.items()}
-    assert {name: o for name, o in found.items() if o} == {}
+    assert defects(figures, (outside, overlaps)) == {}
 
 
 def test_wrapped_suptitle_wraps_to_the_figure_and_grows_it_by_the_lines_it_adds():
@@ -241,8 +247,7 @@ def test_no_text_covers_another_in_a_zoo_sized_sweeps_figures(smoke_sweep):
     assert len(legend) <= style.FOCUS_TOP + 2
     [(_, others)] = style.context_entries(120 - (len(legend) - 1))
     assert legend[-1] == others
-    found = {name: overlaps(fig) for name, fig in figures.items()}
-    assert {name: o for name, o in found.items() if o} == {}
+    assert defects(figures) == {}
 
 
 def test_long_setting_names_widen_the_figures_not_squeeze_their_panels(smoke_sweep):
@@ -250,8 +255,7 @@ def test_long_setting_names_widen_the_figures_not_squeeze_their_panels(smoke_swe
     names beside bars and in legends take their width; no panel collapses (pyproject turns
     matplotlib's warning into an error), no text leaves the figure or covers another."""
     figures = figures_of(smoke_sweep, TARGET, copies=2, suffix="_with_a_name_as_long_as_a_study_s")
-    found = {name: outside(fig) + overlaps(fig) for name, fig in figures.items()}
-    assert {name: o for name, o in found.items() if o} == {}
+    assert defects(figures, (outside, overlaps)) == {}
 
 
 def test_any_two_lines_of_a_zoo_sized_figure_differ_in_colour_or_style():
@@ -283,9 +287,9 @@ def test_no_text_covers_another_in_the_esgd_studys_figures(tmp_path):
     esgd = OmegaConf.create(record["config"]).esgd
     individuals = pd.read_parquet(ESGD / f"{tables.INDIVIDUALS}.parquet")
     written = tables.write_tables(individuals, esgd.top_k, esgd.elite, tmp_path)
-    found = {name: overlaps(fig) for name, fig in figures.make_figures(written).items()}
-    assert set(found) == {"fitness", "optimizers"}
-    assert {name: o for name, o in found.items() if o} == {}
+    made = figures.make_figures(written)
+    assert set(made) == {"fitness", "optimizers"}
+    assert defects(made) == {}
 
 
 def test_a_zoos_figures_draw_in_colour_the_best_on_validation_and_the_courses_best(smoke_sweep):
