@@ -225,18 +225,52 @@ def wrapped_suptitle(fig: Figure, text: str, room: int | None = None) -> None:
     def width(line: str) -> float:
         return renderer.get_text_width_height_descent(line, font, ismath=False)[0]
 
-    given = text.split("\n")
+    lines = _wrapped(text, width, usable)
+    fig.suptitle("\n".join(lines))
+    extra = len(lines) - (len(text.split("\n")) if room is None else room)
+    fig.set_figheight(fig.get_figheight() + TITLE_LINE_INCHES * max(0, extra))
+
+
+def _wrapped(text: str, width: Callable[[str], float], usable: float) -> list[str]:
+    """`text`'s lines, each wrapped where `width` (pixels, as the renderer measures) exceeds
+    `usable`."""
     lines = []
-    for line in given:
+    for line in text.split("\n"):
         # the most characters per line that keep every wrapped line inside: from the line's own
         # mean character width, down (to one: a figure narrower than a letter keeps its letters)
         characters = max(1, min(len(line), int(len(line) * usable / max(width(line), 1.0)) + 2))
         while characters > 1 and any(width(p) > usable for p in textwrap.wrap(line, characters)):
             characters -= 1
         lines += textwrap.wrap(line, characters) or [""]  # an empty line stays a line
-    fig.suptitle("\n".join(lines))
-    extra = len(lines) - (len(given) if room is None else room)
-    fig.set_figheight(fig.get_figheight() + TITLE_LINE_INCHES * max(0, extra))
+    return lines
+
+
+def fit_panel_titles(fig: Figure) -> None:
+    """Wrap a panel's title to its panel where, centred over it, the title would leave the
+    figure or run into another panel's title (the depth study's 'mlp: hidden=[100, 100, 100,
+    100, 100]' over the last of five panels). Titles that fit keep their one line."""
+    titles = [ax.title for ax in fig.get_axes() if ax.title.get_text()]
+    if not titles:
+        return
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()  # the constrained layout settles: the panels' places are final
+    renderer = canvas.get_renderer()
+    boxes = [title.get_window_extent(renderer) for title in titles]
+    for i, (title, box) in enumerate(zip(titles, boxes, strict=True)):
+        crowded = any(
+            box.overlaps(other) and min(box.x1, other.x1) - max(box.x0, other.x0) > 0.5
+            for j, other in enumerate(boxes)
+            if j != i
+        )
+        if not (crowded or box.x0 < 0 or box.x1 > fig.bbox.width):
+            continue
+        font = title.get_fontproperties()
+
+        def width(line: str, font: FontProperties = font) -> float:
+            return renderer.get_text_width_height_descent(line, font, ismath=False)[0]
+
+        usable = title.axes.get_window_extent(renderer).width
+        title.set_text("\n".join(_wrapped(title.get_text(), width, usable)))
 
 
 # Offsets (points) tried in turn for a point's label until it covers no other label.
@@ -294,11 +328,15 @@ def label_points(ax, xs, ys, labels, fontsize: float = 7, others=((), ())) -> No
 
 
 def styled(function: Callable) -> Callable:
-    """Run a figure function under the report's rcParams (fonts, grid, spines)."""
+    """Run a figure function under the report's rcParams (fonts, grid, spines), its panel
+    titles fitted to the figure (`fit_panel_titles`)."""
 
     def wrapper(*args, **kwargs):
         with matplotlib.rc_context(STYLE):
-            return function(*args, **kwargs)
+            made = function(*args, **kwargs)
+            if isinstance(made, Figure):
+                fit_panel_titles(made)
+            return made
 
     wrapper.__name__, wrapper.__doc__ = function.__name__, function.__doc__
     wrapper.__wrapped__ = function

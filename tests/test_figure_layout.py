@@ -380,3 +380,26 @@ def test_a_log_axis_of_two_decades_labels_2_and_5_between_them():
     ]
     assert minor == ["0.02", "0.05", "0.2", "0.5", "2"]
     assert overlaps(fig) == []
+
+
+def test_a_panel_title_wider_than_its_panel_wraps_where_it_would_leave_the_figure():
+    """The depth study's nets are named by their layers: over the last of five panels,
+    'mlp: hidden=[100, 100, 100, 100, 100]' ran past the figure's edge, and neighbours' long
+    titles run into each other. A styled figure wraps those titles to their panel; a title
+    that fits keeps its one line."""
+    long = f"mlp: hidden=[{', '.join(['100'] * 14)}]"  # wider than a panel
+
+    @style.styled
+    def panels(titles: list[str]) -> Figure:
+        fig, axes = style.new_figure(len(titles))
+        for ax, title in zip(axes[0], titles, strict=True):
+            ax.plot([1, 2], [1, 2])
+            ax.set_ylabel("test accuracy (%)")
+            ax.set_title(title)
+        return fig
+
+    fig = panels(["net1: no hidden layer", long, long])
+    texts = [ax.get_title() for ax in fig.get_axes()]
+    assert texts[0] == "net1: no hidden layer" and all("\n" in t for t in texts[1:])
+    assert outside(fig) + overlaps(fig) == []
+    assert [ax.get_title() for ax in panels(["net1", "net2"]).get_axes()] == ["net1", "net2"]
