@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import itertools
 import logging
 import math
 import os
@@ -284,19 +285,25 @@ def execute_jobs(
     pooled = [t for t in tasks if use_workers and not t.here]
     progress = Progress(len(jobs), costs=seconds if known else None, workers=parts)
 
+    def cost(task: Task) -> float | None:
+        return sum(seconds[i] for i in task.jobs) if known else None
+
+    def start(task: Task) -> None:
+        progress.start(id(task), cost(task))
+
     def record(task: Task, timed: tuple[list[dict[str, Any]], float]) -> None:
         results, took = timed
         for i, result in zip(task.jobs, results, strict=True):
             records[i] = result
-        cost = sum(seconds[i] for i in task.jobs) if known else None
-        progress.done(len(task.jobs), cost, took)
+        progress.done(len(task.jobs), cost(task), took, id(task))
 
     if pooled:
-        _train_in_workers(jobs, pooled, workers, record, checkpoint_every_s)
+        _train_in_workers(jobs, pooled, workers, start, record, checkpoint_every_s)
     default_threads = torch.get_num_threads()
     for task in (t for t in tasks if not use_workers or t.here):
         task_jobs = [jobs[i] for i in task.jobs]
         threads = _threads_here(task, task_jobs)
+        start(task)
         record(task, _timed_task(task_jobs, task.stacked, threads, checkpoint_every_s))
         torch.set_num_threads(default_threads)
     return records  # type: ignore[return-value]
@@ -314,12 +321,14 @@ def _train_in_workers(
     jobs: list[Job],
     tasks: list[Task],
     workers: int,
+    start: Callable[[Task], None],
     record: Callable[[Task, tuple[list[dict[str, Any]], float]], None],
     checkpoint_every_s: float | None,
 ) -> None:
-    """Train `tasks` in `workers` single-threaded processes, largest first, and `record` each
-    as it finishes. The data sets are loaded here once and shared with the workers, with the
-    optimizers' first-step checks and step times (`run.check` found them here)."""
+    """Train `tasks` in `workers` single-threaded processes, largest first, tell `start` as
+    each begins and `record` each as it finishes. The data sets are loaded here once and shared
+    with the workers, with the optimizers' first-step checks and step times (`run.check` found
+    them here)."""
     data_jobs = {data_key(jobs[i].cfg): jobs[i] for t in tasks for i in t.jobs}
     datasets = {key: load_data(job.cfg, job.problem) for key, job in data_jobs.items()}
     tasks = largest_first(tasks, jobs)
@@ -340,9 +349,16 @@ def _train_in_workers(
             ): task
             for task in tasks
         }
+        # the pool's workers take the tasks in the order submitted, each as it frees: the
+        # first `workers` begin now, then one as each ends
+        waiting = iter(tasks)
+        for task in itertools.islice(waiting, workers):
+            start(task)
         try:
             for future in concurrent.futures.as_completed(futures):
                 record(futures[future], future.result())
+                for task in itertools.islice(waiting, 1):
+                    start(task)
         except KeyboardInterrupt:  # those done are written, those in training have checkpoints
             for process in list(pool._processes.values()):  # no public way to stop a task
                 process.terminate()

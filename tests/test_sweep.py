@@ -380,3 +380,20 @@ def test_progress_takes_the_pace_of_the_tasks_done_not_the_time_elapsed(caplog):
         Progress(10, started=time.time() - 3600, costs=[1.0] * 10, workers=2).done(2, 2.0)
     paced, elapsed = (re.search(r"~(\S+) left", m).group(1) for m in caplog.messages)
     assert paced == format_seconds(400) and elapsed == format_seconds(4 * 3600)
+
+
+def test_progress_credits_the_tasks_in_flight_with_the_part_their_time_covers(caplog):
+    """Two workers at a pace of 100 s per estimated second: one task of 2 done, the other
+    worker's task of 3 begun 200 s ago. Counted as wholly to do, 8 estimated seconds are left
+    (400 s over two workers); its 200 s cover 2 of its 3: 6 are left, 300 s. A task in flight
+    longer than its estimate covers it whole, never more."""
+    with caplog.at_level("INFO", logger="harness.sweep"):
+        for begun in (None, 200.0, 10_000.0):
+            progress = Progress(10, started=time.time() - 3600, costs=[1.0] * 10, workers=2)
+            if begun is not None:
+                # half a second later than said: the clock moves on until `done` reads it
+                progress.start("long stack", 3.0, at=time.time() - begun + 0.5)
+            progress.start("short stack", 2.0)
+            progress.done(2, 2.0, 200.0, "short stack")
+    left = [re.search(r"~(\S+) left", m).group(1) for m in caplog.messages]
+    assert left == [format_seconds(400), format_seconds(300), format_seconds(250)]
