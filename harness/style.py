@@ -252,9 +252,10 @@ def fit_panel_titles(fig: Figure) -> None:
     titles = [ax.title for ax in fig.get_axes() if ax.title.get_text()]
     if not titles:
         return
-    canvas = FigureCanvasAgg(fig)
-    canvas.draw()  # the constrained layout settles: the panels' places are final
-    renderer = canvas.get_renderer()
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    engine = fig.get_layout_engine()
+    if engine is not None:  # the panels' places as the figure will have them; not drawn
+        engine.execute(fig)
     boxes = [title.get_window_extent(renderer) for title in titles]
     for i, (title, box) in enumerate(zip(titles, boxes, strict=True)):
         crowded = any(
