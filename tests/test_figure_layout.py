@@ -364,6 +364,28 @@ def test_crowded_point_labels_stay_inside_their_panel():
     assert all(panel.contains(b.x0, b.y0) and panel.contains(b.x1, b.y1) for b in boxes)
 
 
+def test_point_labels_keep_off_the_panels_edges():
+    """A point near the left spine whose right is taken by its neighbours: its label goes to
+    its left, where it had sat flush with the spine, the spine through its first letter."""
+    fig, axes = style.new_figure(1)
+    ax = axes[0][0]
+    xs = np.array([1.0, 1.05, 1.1, 1.15, 1.2, 1.25])
+    ys = np.ones_like(xs)
+    ax.scatter(xs, ys)
+    ax.set_ylim(0, 2)
+    fig.canvas.draw()
+    labels = ["pid", "a", "b", "c", "d", "e"]
+    for left in np.linspace(0.9, 0.95, 26):  # the point ever nearer the spine
+        ax.set_xlim(left, 2)
+        for text in list(ax.texts):
+            text.remove()
+        style.label_points(ax, xs, ys, labels)
+        fig.canvas.draw()
+        panel = ax.get_window_extent()
+        gap = min(Text.get_window_extent(t).x0 - panel.x0 for t in ax.texts)
+        assert gap >= style.LABEL_MARGIN_PT * fig.dpi / 72 - 0.5, left
+
+
 def test_a_log_axis_of_two_decades_labels_2_and_5_between_them():
     """matplotlib labels 2, 3, 4 and 6 of each decade there: 0.3 and 0.4 touched on a panel of
     a batch-size study's figure."""
