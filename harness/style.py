@@ -323,7 +323,8 @@ def label_points(ax, xs, ys, labels, fontsize: float = 7, others=((), ())) -> No
             label.update_positions(renderer)
             box = Text.get_window_extent(label, renderer)  # the text's, not its line's
             inside = panel.contains(box.x0, box.y0) and panel.contains(box.x1, box.y1)
-            score = (not inside, sum(box.overlaps(other) for other in placed), rank)
+            # with a margin: two labels side by side ("pid novograd") read as one
+            score = (not inside, sum(box.padded(margin).overlaps(o) for o in placed), rank)
             if best is None or score < best[0]:
                 if best is not None:
                     best[1].remove()

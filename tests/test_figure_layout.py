@@ -364,9 +364,10 @@ def test_crowded_point_labels_stay_inside_their_panel():
     assert all(panel.contains(b.x0, b.y0) and panel.contains(b.x1, b.y1) for b in boxes)
 
 
-def test_point_labels_keep_off_the_panels_edges():
+def test_point_labels_keep_off_the_panels_edges_and_each_other():
     """A point near the left spine whose right is taken by its neighbours: its label goes to
-    its left, where it had sat flush with the spine, the spine through its first letter."""
+    its left, where it had sat flush with the spine, the spine through its first letter; and
+    no two labels touch."""
     fig, axes = style.new_figure(1)
     ax = axes[0][0]
     xs = np.array([1.0, 1.05, 1.1, 1.15, 1.2, 1.25])
@@ -382,8 +383,11 @@ def test_point_labels_keep_off_the_panels_edges():
         style.label_points(ax, xs, ys, labels)
         fig.canvas.draw()
         panel = ax.get_window_extent()
-        gap = min(Text.get_window_extent(t).x0 - panel.x0 for t in ax.texts)
-        assert gap >= style.LABEL_MARGIN_PT * fig.dpi / 72 - 0.5, left
+        boxes = [Text.get_window_extent(t) for t in ax.texts]
+        margin = style.LABEL_MARGIN_PT * fig.dpi / 72 - 0.5
+        assert min(b.x0 - panel.x0 for b in boxes) >= margin, left
+        # nor side by side: "pid novograd" read as one label
+        assert not any(a.padded(margin).overlaps(b) for a, b in itertools.combinations(boxes, 2))
 
 
 def test_a_log_axis_of_two_decades_labels_2_and_5_between_them():
