@@ -83,7 +83,9 @@ def main(gpu_dir: Path) -> None:
         "alone; a core's seconds, with the other core busy with another stack. Alone: the "
         "runs' steps times their optimizer's step alone, as each machine's check timed it. "
         "Gap: |final validation accuracy on the GPU - on the CPU| in points, over the runs "
-        "that completed on both. Written by `experiments/zoo_devices.py`.",
+        "that completed on both. Phase 3 (a net3 stack of 36 on a lent H100) did not finish "
+        "within its device time: `results/zoo/h100/README.md`. "
+        "Written by `experiments/zoo_devices.py`.",
         "",
         "| slice | runs | GPU s | CPU s | CPU / GPU | GPU alone s | CPU alone s "
         "| same status | median gap | max gap | Spearman |",
