@@ -248,8 +248,15 @@ def _wrapped(text: str, width: Callable[[str], float], usable: float) -> list[st
 def fit_panel_titles(fig: Figure) -> None:
     """Wrap a panel's title to its panel where, centred over it, the title would leave the
     figure or run into another panel's title (the depth study's 'mlp: hidden=[100, 100, 100,
-    100, 100]' over the last of five panels). Titles that fit keep their one line."""
-    titles = [ax.title for ax in fig.get_axes() if ax.title.get_text()]
+    100, 100]' over the last of five panels). Titles that fit keep their one line, and so do
+    titles with mathtext (wrapping could split a `$...$`)."""
+    titles = [
+        title
+        for ax in fig.get_axes()
+        if ax.get_visible()
+        for title in (ax.title, ax._left_title, ax._right_title)  # no public list of the three
+        if title.get_text() and title.get_visible()
+    ]
     if not titles:
         return
     renderer = FigureCanvasAgg(fig).get_renderer()
@@ -263,7 +270,7 @@ def fit_panel_titles(fig: Figure) -> None:
             for j, other in enumerate(boxes)
             if j != i
         )
-        if not (crowded or box.x0 < 0 or box.x1 > fig.bbox.width):
+        if not (crowded or box.x0 < 0 or box.x1 > fig.bbox.width) or "$" in title.get_text():
             continue
         font = title.get_fontproperties()
 
@@ -296,6 +303,7 @@ def label_points(ax, xs, ys, labels, fontsize: float = 7, others=((), ())) -> No
     one inside the panel that covers the fewest (never outside it, where it would be cut
     off)."""
     fig = ax.figure
+    fit_panel_titles(fig)  # a title wrapped after the labels are placed would move the panel
     FigureCanvasAgg(fig)
     fig.canvas.draw()  # the constrained layout settles: positions in pixels are final
     renderer = fig.canvas.get_renderer()
@@ -305,7 +313,8 @@ def label_points(ax, xs, ys, labels, fontsize: float = 7, others=((), ())) -> No
         np.column_stack([np.concatenate([xs, others[0]]), np.concatenate([ys, others[1]])])
     )
     radius = 3.5 * fig.dpi / 72  # a marker's half-width, in pixels
-    placed = [Bbox.from_extents(x - radius, y - radius, x + radius, y + radius) for x, y in points]
+    markers = [Bbox.from_extents(x - radius, y - radius, x + radius, y + radius) for x, y in points]
+    placed: list[Bbox] = []  # the labels placed so far
     for x, y, text in sorted(zip(xs, ys, labels, strict=True), key=lambda p: p[1]):
         best = None  # ((outside, labels and points covered, offset's rank), label, its box)
         for rank, offset in enumerate(LABEL_OFFSETS):
@@ -323,8 +332,12 @@ def label_points(ax, xs, ys, labels, fontsize: float = 7, others=((), ())) -> No
             label.update_positions(renderer)
             box = Text.get_window_extent(label, renderer)  # the text's, not its line's
             inside = panel.contains(box.x0, box.y0) and panel.contains(box.x1, box.y1)
-            # with a margin: two labels side by side ("pid novograd") read as one
-            score = (not inside, sum(box.padded(margin).overlaps(o) for o in placed), rank)
+            covered = sum(box.overlaps(m) for m in markers) + sum(
+                # with a margin: two labels side by side ("pid novograd") read as one
+                box.padded(margin).overlaps(o)
+                for o in placed
+            )
+            score = (not inside, covered, rank)
             if best is None or score < best[0]:
                 if best is not None:
                     best[1].remove()

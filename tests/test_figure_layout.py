@@ -390,6 +390,19 @@ def test_point_labels_keep_off_the_panels_edges_and_each_other():
         assert not any(a.padded(margin).overlaps(b) for a, b in itertools.combinations(boxes, 2))
 
 
+def test_a_lone_points_label_sits_beside_it():
+    """The first place, beside its point, with no line to it: the margin between labels is
+    not one between a label and its own point."""
+    fig, axes = style.new_figure(1)
+    ax = axes[0][0]
+    xs, ys = np.array([1.0, 2.0, 3.0]), np.array([1.0, 3.0, 2.0])
+    ax.scatter(xs, ys)
+    ax.set_xlim(0, 5)
+    ax.set_ylim(0, 4)
+    style.label_points(ax, xs, ys, ["a", "b", "c"])
+    assert [t.xyann for t in ax.texts] == [style.LABEL_OFFSETS[0]] * 3
+
+
 def test_a_log_axis_of_two_decades_labels_2_and_5_between_them():
     """matplotlib labels 2, 3, 4 and 6 of each decade there: 0.3 and 0.4 touched on a panel of
     a batch-size study's figure."""
@@ -427,5 +440,16 @@ def test_a_panel_title_wider_than_its_panel_wraps_where_it_would_leave_the_figur
     fig = panels(["net1: no hidden layer", long, long])
     texts = [ax.get_title() for ax in fig.get_axes()]
     assert texts[0] == "net1: no hidden layer" and all("\n" in t for t in texts[1:])
+    assert outside(fig) + overlaps(fig) == []
+
+    @style.styled
+    def left_titled() -> Figure:  # as the convergence figures title their panels
+        fig, axes = style.new_figure(2)
+        for ax in axes[0]:
+            ax.set_title(long, loc="left")
+        return fig
+
+    fig = left_titled()
+    assert all("\n" in ax.get_title(loc="left") for ax in fig.get_axes())
     assert outside(fig) + overlaps(fig) == []
     assert [ax.get_title() for ax in panels(["net1", "net2"]).get_axes()] == ["net1", "net2"]
