@@ -329,7 +329,8 @@ class Progress:
     count for nothing until they end (a zoo session's first 1 h 25 min said ~17 h left). Tasks
     reported `started` count, while in flight, for the part their time so far covers at that
     pace (a zoo's progress line otherwise counted each worker's stack in flight as wholly to do,
-    up to one 30-minute stack per worker too much)."""
+    up to one 30-minute stack per worker too much), and the time left is never less than what
+    is left of the longest of them."""
 
     def __init__(
         self,
@@ -366,8 +367,12 @@ class Progress:
         if self.cost_total and self.cost_done > 0 and self.busy > 0:
             pace = self.busy / self.cost_done  # seconds taken per estimated second
             # the part of each task in flight its time so far covers, at most all of it
-            covered = sum(min(c, (now - at) / pace) for c, at in self.in_flight.values())
-            left = max(0.0, self.cost_total - self.cost_done - covered) * pace / self.workers
+            covered = {t: min(c, (now - at) / pace) for t, (c, at) in self.in_flight.items()}
+            left = max(0.0, self.cost_total - self.cost_done - sum(covered.values()))
+            # spread over the workers, but no sooner than the longest task in flight ends (the
+            # last stacks of a sweep: fewer than the workers)
+            rest = max((c - covered[t] for t, (c, _) in self.in_flight.items()), default=0.0)
+            left = max(left / self.workers, rest) * pace
         else:
             if self.cost_total and self.cost_done > 0:
                 share = self.cost_done / self.cost_total

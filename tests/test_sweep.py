@@ -397,3 +397,15 @@ def test_progress_credits_the_tasks_in_flight_with_the_part_their_time_covers(ca
             progress.done(2, 2.0, 200.0, "short stack")
     left = [re.search(r"~(\S+) left", m).group(1) for m in caplog.messages]
     assert left == [format_seconds(400), format_seconds(300), format_seconds(250)]
+
+
+def test_the_time_left_is_at_least_what_is_left_of_the_longest_task_in_flight(caplog):
+    """The end of a sweep: its last stack (cost 4, just begun) on one of two workers, nothing
+    else to do. Spread over the workers the work says 200 s; that stack alone takes 400 s."""
+    with caplog.at_level("INFO", logger="harness.sweep"):
+        progress = Progress(10, started=time.time() - 3600, costs=[2.0, 4.0], workers=2)
+        progress.start("last stack", 4.0)
+        progress.start("short stack", 2.0)
+        progress.done(2, 2.0, 200.0, "short stack")
+    [left] = [re.search(r"~(\S+) left", m).group(1) for m in caplog.messages]
+    assert left in (format_seconds(400), format_seconds(399))  # the clock moved on a little
