@@ -222,18 +222,19 @@ def wrapped_suptitle(fig: Figure, text: str, room: int | None = None) -> None:
     )
     usable = 0.98 * fig.get_figwidth() * fig.dpi  # pixels, a little margin on each side
 
-    def width(line: str) -> float:
-        return renderer.get_text_width_height_descent(line, font, ismath=False)[0]
-
-    lines = _wrapped(text, width, usable)
+    lines = _wrapped(text, font, renderer, usable)
     fig.suptitle("\n".join(lines))
     extra = len(lines) - (len(text.split("\n")) if room is None else room)
     fig.set_figheight(fig.get_figheight() + TITLE_LINE_INCHES * max(0, extra))
 
 
-def _wrapped(text: str, width: Callable[[str], float], usable: float) -> list[str]:
-    """`text`'s lines, each wrapped where `width` (pixels, as the renderer measures) exceeds
-    `usable`."""
+def _wrapped(text: str, font: FontProperties, renderer, usable: float) -> list[str]:
+    """`text`'s lines in `font`, each wrapped where it is wider than `usable` pixels (as
+    `renderer` measures it)."""
+
+    def width(line: str) -> float:
+        return renderer.get_text_width_height_descent(line, font, ismath=False)[0]
+
     lines = []
     for line in text.split("\n"):
         # the most characters per line that keep every wrapped line inside: from the line's own
@@ -272,13 +273,9 @@ def fit_panel_titles(fig: Figure) -> None:
         )
         if not (crowded or box.x0 < 0 or box.x1 > fig.bbox.width) or "$" in title.get_text():
             continue
-        font = title.get_fontproperties()
-
-        def width(line: str, font: FontProperties = font) -> float:
-            return renderer.get_text_width_height_descent(line, font, ismath=False)[0]
-
         usable = title.axes.get_window_extent(renderer).width
-        title.set_text("\n".join(_wrapped(title.get_text(), width, usable)))
+        wrapped = _wrapped(title.get_text(), title.get_fontproperties(), renderer, usable)
+        title.set_text("\n".join(wrapped))
 
 
 # Offsets (points) tried in turn for a point's label until it covers no other label.

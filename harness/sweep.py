@@ -327,7 +327,7 @@ class Progress:
     the tasks' own durations are given too (`done(..., seconds=)`), from the pace of the tasks
     done, spread over `workers`: the time elapsed also holds the stacks still in flight, which
     count for nothing until they end (a zoo session's first 1 h 25 min said ~17 h left). Tasks
-    reported `started` count, while in flight, for the part their time so far covers at that
+    reported by `start` count, while in flight, for the part their time so far covers at that
     pace (a zoo's progress line otherwise counted each worker's stack in flight as wholly to do,
     up to one 30-minute stack per worker too much), and the time left is never less than what
     is left of the longest of them."""
