@@ -43,6 +43,9 @@ def beats(runs: pd.DataFrame, versus: pd.DataFrame) -> list[str]:
     test = analysis.final_quality(runs)
     nets = analysis.net_labels(runs)
     lines = ["## Who beats the course's best", ""]
+    for net in sorted(set(nets) - set(versus["net"]), key=style.natural_key):
+        why = "every course optimizer's best setting has a seed that diverged or failed"
+        lines += [f"### {net}", "", f"No reference: {why}.", ""]
     for net, rows in versus.groupby("net", sort=False):
         m = len(rows) - 1  # every setting but the reference
         if m:
@@ -163,6 +166,7 @@ def step_cost(runs: pd.DataFrame) -> list[str]:
         per = steps.loc[net].sort_values(ascending=False)
         sgd = per.get("sgd")
         if sgd is None:
+            lines += [f"### {net}", "", "No multiple: SGD has no step time on this net.", ""]
             continue
         top = per.head(LISTED)
         table = pd.DataFrame(
@@ -187,16 +191,22 @@ def failures(sweep: Path, runs: pd.DataFrame, versus: pd.DataFrame) -> list[str]
     """The runs that diverged, the settings far below the course's best, the refusals."""
     test = analysis.final_quality(runs)
     far = versus[versus["gain"] < -FAR_BELOW / 100]
-    diverged = runs[runs["status"] == "diverged"]
+    ended = runs[analysis.ended_early(runs)]
+    failed = (ended["status"] != "diverged").sum()
     lines = [
         "## Which fail, and why",
         "",
-        f"{len(diverged)} of {len(runs)} runs diverged" + (":" if len(diverged) else "."),
+        f"{len(ended) - failed} of {len(runs)} runs diverged"
+        + (f" and {failed} failed (the optimizer's step raised)" if failed else "")
+        + (":" if len(ended) else "."),
         "",
     ]
-    if len(diverged):
-        columns = ["model", "optimizer", "lr", "seed", "diverged_at"]
-        lines += [markdown_table(diverged[columns], index=False), ""]
+    if len(ended):
+        columns = ["model", "optimizer", "lr", "seed", "status", "diverged_at"]
+        lines += [
+            markdown_table(ended[columns].rename(columns={"diverged_at": "at"}), index=False),
+            "",
+        ]
     lines += [
         f"Settings more than {FAR_BELOW:g} points of test accuracy below the course's best "
         f"({len(far)}):",

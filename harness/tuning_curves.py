@@ -10,6 +10,11 @@ validation quality of that pick over every k-subset of its trials (all subsets e
 performance, drawn without replacement), and the expected *test* quality of the same pick: what
 that user would report. Computed exactly: with the trials ranked 1..N in the rule's order, the
 trial of rank r is the pick of a random k-subset with probability C(N - r, k - 1) / C(N, k).
+
+A run that diverged or failed ended with no model to score, and what it recorded before is not
+its quality (a run that blew up at iteration 1,800 may have recorded 94 %): it scores the
+model it began from, its evaluation at iteration 0 (chance, for a classifier), which is also
+what most such runs recorded (they diverge before their first evaluation).
 """
 
 from __future__ import annotations
@@ -37,24 +42,41 @@ def ranked_trials(summary: pd.DataFrame, tune: Sequence[str], by: str) -> pd.Dat
     return ranked.rename(columns={"_group": "group"})
 
 
-def _worst(values: pd.Series, higher: bool) -> pd.Series:
-    """NaN (a metric a diverged run never recorded) as the worst value of the direction."""
-    return values.fillna(-math.inf if higher else math.inf)
+def scored_at_start(runs: pd.DataFrame, curves: pd.DataFrame, metrics: Sequence[str]):
+    """`runs` with each final metric (final_val_accuracy, ...) of a run that ended early
+    replaced by the same metric at iteration 0 of its curve (NaN where `curves` lacks it)."""
+    ended = analysis.ended_early(runs)
+    start = curves[curves["iteration"] == 0].drop_duplicates(["run_dir", "metric"])
+    scored = runs.copy()
+    for metric in metrics:
+        at_start = start[start["metric"] == metric.removeprefix("final_")]
+        value = runs["run_dir"].map(at_start.set_index("run_dir")["value"])
+        scored[metric] = runs[metric].where(~ended, value)
+    return scored
 
 
 def tuning_curves(
-    runs: pd.DataFrame, tune: Sequence[str] = (analysis.LR_KEY,), by: str | None = None
+    runs: pd.DataFrame,
+    curves: pd.DataFrame,
+    tune: Sequence[str] = (analysis.LR_KEY,),
+    by: str | None = None,
 ) -> pd.DataFrame:
     """Per group of trials and per k = 1..N: `expected_val` and `expected_test`, the expected
     validation (`by`, default the selection metric) and test quality of the trial picked among
     k random trials, `p_best`, the probability that the pick is the best of all N (k / N), and
-    the group's labels (net, setting, optimizer, model). One row per group and k."""
+    the group's labels (net, setting, optimizer, model). One row per group and k. `curves`: the
+    runs' curves (`load_curves`; iteration 0 is read), where a run that ended early is scored.
+    A pick without a score (NaN) makes its expected values NaN, never a number."""
     if runs.empty:
         return pd.DataFrame()
     by = by or analysis.selection_metric(runs)
     test = analysis.final_quality(runs)
-    summary = analysis.summarize(runs, metrics=tuple(dict.fromkeys((by, test, "final_train_loss"))))
-    ranked = ranked_trials(summary, tune, by)
+    rule = (by, test, "final_train_loss")
+    ranking = analysis.summarize(runs, metrics=tuple(dict.fromkeys(rule)))
+    summary = analysis.summarize(scored_at_start(runs, curves, (by, test)), metrics=rule[:2])
+    scores = summary.set_index("config_id")[[f"{by}_mean", f"{test}_mean"]]
+    # ranked on what the runs recorded (the selection rule's own order), scored at their start
+    ranked = ranked_trials(ranking, tune, by).drop(columns=scores.columns).join(scores, "config_id")
     labels = [
         "net",
         "setting",
@@ -64,24 +86,23 @@ def tuning_curves(
     for _, trials in ranked.groupby("group", sort=False):
         trials = trials.sort_values("rank")
         n = len(trials)
-        val = _worst(trials[f"{by}_mean"], analysis.higher_is_better(summary, by)).to_numpy()
-        tst = _worst(trials[f"{test}_mean"], analysis.higher_is_better(summary, test)).to_numpy()
+        val, tst = trials[f"{by}_mean"].to_numpy(), trials[f"{test}_mean"].to_numpy()
         first = trials.iloc[0]
         for k in range(1, n + 1):
             p = pick_probabilities(n, k)
-            with np.errstate(invalid="ignore"):  # inf * 0: a worst value nobody picks
-                rows.append(
-                    {
-                        **{c: first[c] for c in labels},
-                        "k": k,
-                        "n_trials": n,
-                        "expected_val": float(np.nansum(np.where(p > 0, p * val, 0.0))),
-                        "expected_test": float(np.nansum(np.where(p > 0, p * tst, 0.0))),
-                        "p_best": k / n,
-                        "val_metric": by,
-                        "test_metric": test,
-                    }
-                )
+            picked = p > 0  # a trial no k-subset picks adds nothing, scored or not
+            rows.append(
+                {
+                    **{c: first[c] for c in labels},
+                    "k": k,
+                    "n_trials": n,
+                    "expected_val": float(np.sum(p[picked] * val[picked])),
+                    "expected_test": float(np.sum(p[picked] * tst[picked])),
+                    "p_best": k / n,
+                    "val_metric": by,
+                    "test_metric": test,
+                }
+            )
     return pd.DataFrame(rows)
 
 

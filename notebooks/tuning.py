@@ -36,8 +36,7 @@ from harness import analysis, report, selection, tuning_curves
 
 sweep = report.sweep_from_env("course_tune")
 study = report.tuning_study_or_rates(sweep, report.load_sweep(sweep)[0])
-runs, tuned = study.runs, study.keys
-curves = tuning_curves.tuning_curves(runs, tune=tuned)
+runs, tuned, curves = study.runs, study.keys, study.curves
 print(f"{study.sweep}: {len(runs)} runs, {analysis.selection_text(runs)}; tuned: {' '.join(tuned)}")
 
 # %%

@@ -140,6 +140,20 @@ def test_a_diverged_config_is_never_best_and_ties_go_to_lower_loss():
     assert by_loss.set_index("optimizer").loc["adam", "lr"] == 0.01
 
 
+def test_a_failed_seed_counts_like_a_diverged_one():
+    """A run whose optimizer step raised ("failed") ended before its last step, as a diverged
+    one did: its config counts it in `n_diverged`, and never wins on what it recorded."""
+    runs = fake_runs(
+        [
+            ("net2", "shampoo", 0.1, 0, "completed", 0.90, 0.30),
+            ("net2", "shampoo", 1.0, 0, "failed", 0.99, 0.10),  # raised after a good evaluation
+        ]
+    )
+    summary = analysis.summarize(runs).set_index("lr")
+    assert summary["n_diverged"].to_dict() == {0.1: 0, 1.0: 1}
+    assert analysis.best_configs(analysis.summarize(runs)).iloc[0]["lr"] == 0.1
+
+
 def test_a_run_loaded_twice_counts_once(smoke_sweep, tmp_path, caplog):
     """Two studies that share a configuration hold the same runs: loaded together, each seed
     counts once (counted twice, it would narrow the CI) and a warning says so."""

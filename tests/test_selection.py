@@ -92,7 +92,7 @@ def picks(runs: pd.DataFrame, curves: pd.DataFrame) -> dict[str, object]:
             selection.choose(runs, ["optimizer.lr"], [])["config_id"]
         ),
         "quality against step time (its Pareto front)": _front(runs),
-        "tuning curves (the pick among k trials)": tuning_curves.tuning_curves(runs)[
+        "tuning curves (the pick among k trials)": tuning_curves.tuning_curves(runs, curves)[
             "expected_val"
         ].tolist(),
     }

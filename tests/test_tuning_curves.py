@@ -10,7 +10,7 @@ import pytest
 
 from harness import analysis, report, tuning_curves
 from harness.identity import identity_hash
-from harness.results import load_runs, with_config_columns
+from harness.results import load_curves, load_runs, with_config_columns
 
 
 def trials_table(val, test, loss, diverged=()) -> pd.DataFrame:
@@ -43,6 +43,23 @@ def trials_table(val, test, loss, diverged=()) -> pd.DataFrame:
     return with_config_columns(pd.DataFrame(rows))
 
 
+START_VAL, START_TEST = 0.125, 0.0625  # every run's evaluation at iteration 0 (dyadic: exact)
+
+
+def at_start(runs: pd.DataFrame, val=START_VAL, test=START_TEST) -> pd.DataFrame:
+    """The curves tuning curves read of `runs`: each run's evaluation at iteration 0."""
+    rows = [
+        {"run_dir": d, "iteration": 0, "metric": metric, "value": value}
+        for d in runs["run_dir"]
+        for metric, value in (("val_accuracy", val), ("test_accuracy", test))
+    ]
+    return pd.DataFrame(rows)
+
+
+def curves_of(runs: pd.DataFrame) -> pd.DataFrame:
+    return tuning_curves.tuning_curves(runs, at_start(runs))
+
+
 # Six trials with a tie on validation (broken by the training loss) and a diverged trial whose
 # last validation accuracy looked good: it must rank last all the same.
 VAL = [0.90, 0.95, 0.95, 0.80, 0.97, 0.60]
@@ -52,24 +69,26 @@ DIVERGED = (4,)
 
 
 def brute_force(val, test, loss, diverged, k):
-    """The mean over every k-subset of (val, test) of the trial best_configs' rule picks."""
+    """The mean over every k-subset of (val, test) of the trial best_configs' rule picks, a
+    diverged one scored at its start."""
     picks = []
     for subset in itertools.combinations(range(len(val)), k):
         best = min(subset, key=lambda i: (i in diverged, -val[i], loss[i], 10.0**-i))
-        picks.append((val[best], test[best]))
+        picks.append((START_VAL, START_TEST) if best in diverged else (val[best], test[best]))
     return np.mean(picks, axis=0)
 
 
 def test_expected_pick_equals_the_mean_over_every_subset_of_trials():
-    curves = tuning_curves.tuning_curves(trials_table(VAL, TEST, LOSS, DIVERGED))
+    curves = curves_of(trials_table(VAL, TEST, LOSS, DIVERGED))
     assert curves["k"].tolist() == [1, 2, 3, 4, 5, 6] and set(curves["n_trials"]) == {6}
     for _, row in curves.iterrows():
         val, test = brute_force(VAL, TEST, LOSS, DIVERGED, int(row["k"]))
         assert row["expected_val"] == pytest.approx(val, abs=1e-12)
         assert row["expected_test"] == pytest.approx(test, abs=1e-12)
-    # k = 1: the mean over all trials; k = N: the single best trial (not the diverged 0.97; of
-    # the tie at 0.95, the lower training loss).
-    assert curves["expected_val"].iloc[0] == pytest.approx(np.mean(VAL))
+    # k = 1: the mean over all trials, the diverged one at its start (not the 0.97 it recorded);
+    # k = N: the single best trial (of the tie at 0.95, the lower training loss).
+    scored = [START_VAL if i in DIVERGED else v for i, v in enumerate(VAL)]
+    assert curves["expected_val"].iloc[0] == pytest.approx(np.mean(scored))
     assert curves["expected_val"].iloc[-1] == 0.95 and curves["expected_test"].iloc[-1] == 0.96
     assert curves["p_best"].tolist() == pytest.approx([k / 6 for k in range(1, 7)])
 
@@ -85,7 +104,7 @@ def test_the_pick_order_is_best_configs_order():
 def test_the_test_set_moves_only_the_reported_curve():
     runs = trials_table(VAL, TEST, LOSS, DIVERGED)
     shuffled = runs.assign(final_test_accuracy=runs["final_test_accuracy"].to_numpy()[::-1])
-    a, b = tuning_curves.tuning_curves(runs), tuning_curves.tuning_curves(shuffled)
+    a, b = curves_of(runs), curves_of(shuffled)
     pd.testing.assert_series_equal(a["expected_val"], b["expected_val"])
     assert not np.allclose(a["expected_test"], b["expected_test"])
 
@@ -93,7 +112,7 @@ def test_the_test_set_moves_only_the_reported_curve():
 def test_curves_table_and_figure_on_a_real_sweep(smoke_sweep):
     runs = load_runs(smoke_sweep)
     runs = runs[runs["batch_size"] == 128]
-    curves = tuning_curves.tuning_curves(runs)
+    curves = tuning_curves.tuning_curves(runs, load_curves(smoke_sweep, runs))
     # smoke: per net, sgd has 3 rates, momentum and adam 2
     assert curves.groupby(["net", "optimizer"])["n_trials"].first().to_dict() == {
         (net, optimizer): n
@@ -147,11 +166,17 @@ def seeded_trials(
             loss = rng.choice([0.25, 0.5], size=seeds)
             if i == diverged_trial:
                 val[:] = diverged_val
+            # the diverged seed scores its start: the trial's mean over seeds with it there
+            scored_val, scored_test = val.copy(), test.copy()
+            if i == diverged_trial:
+                scored_val[-1], scored_test[-1] = START_VAL, START_TEST
             trials[(optimizer, lr)] = {
                 "diverged": i == diverged_trial,
                 "val": float(np.mean(val)),
                 "test": float(np.mean(test)),
                 "loss": float(np.mean(loss)),
+                "scored_val": float(np.mean(scored_val)),
+                "scored_test": float(np.mean(scored_test)),
             }
             for seed in range(seeds):
                 rows.append(
@@ -190,7 +215,7 @@ def brute_force_curve(trials: dict, optimizer: str, k: int) -> tuple[float, floa
     for subset in itertools.combinations(lrs, k):
         t = {lr: trials[(optimizer, lr)] for lr in subset}
         best = min(subset, key=lambda lr: (t[lr]["diverged"], -t[lr]["val"], t[lr]["loss"], lr))
-        picks.append((t[best]["val"], t[best]["test"]))
+        picks.append((t[best]["scored_val"], t[best]["scored_test"]))
     return tuple(np.mean(picks, axis=0))
 
 
@@ -199,7 +224,7 @@ def brute_force_curve(trials: dict, optimizer: str, k: int) -> tuple[float, floa
 def test_seeded_trials_with_ties_and_a_diverged_seed_match_brute_force(seed, diverged_val):
     groups = {"adam": 6, "sgd": 4}
     runs, trials = seeded_trials(np.random.default_rng(seed), groups, diverged_val)
-    curves = tuning_curves.tuning_curves(runs)
+    curves = curves_of(runs)
     assert curves.groupby("optimizer")["n_trials"].first().to_dict() == groups
     assert set(curves["val_metric"]) == {"final_val_accuracy"}
     assert set(curves["test_metric"]) == {"final_test_accuracy"}
@@ -211,13 +236,16 @@ def test_seeded_trials_with_ties_and_a_diverged_seed_match_brute_force(seed, div
             assert row["expected_val"] == pytest.approx(val, abs=1e-12)
             assert row["expected_test"] == pytest.approx(test, abs=1e-12)
         own = [t for (opt, _), t in trials.items() if opt == optimizer]
-        # k = 1: the mean over every trial, the diverged one with its recorded value
-        assert curve["expected_val"].iloc[0] == pytest.approx(np.mean([t["val"] for t in own]))
+        # k = 1: the mean over every trial, the diverged seed at its start (not the 1.0 or 0.25
+        # it recorded)
+        assert curve["expected_val"].iloc[0] == pytest.approx(
+            np.mean([t["scored_val"] for t in own])
+        )
         # k = N: the best completed trial (never the diverged one, even with val 1.0)
         assert curve["expected_val"].iloc[-1] == max(t["val"] for t in own if not t["diverged"])
-        if diverged_val < min(t["val"] for t in own if not t["diverged"]):
-            # values fall along the pick order: more trials never hurt
-            assert curve["expected_val"].is_monotonic_increasing
+        # scored at its start, the diverged trial is the worst whatever it recorded: values
+        # fall along the pick order, so more trials never hurt
+        assert curve["expected_val"].is_monotonic_increasing
         assert curve["p_best"].tolist() == pytest.approx([k / n for k in range(1, n + 1)])
 
 
@@ -238,16 +266,30 @@ def test_corrupting_the_test_metrics_changes_no_pick(corrupt):
         return ranked["config_id"].tolist(), ranked["rank"].tolist()
 
     assert order(runs) == order(other)
-    a, b = tuning_curves.tuning_curves(runs), tuning_curves.tuning_curves(other)
+    a, b = curves_of(runs), curves_of(other)
     pd.testing.assert_series_equal(a["expected_val"], b["expected_val"])
     pd.testing.assert_series_equal(a["k"], b["k"])
 
 
-def test_a_demoted_diverged_trial_keeps_its_recorded_value():
-    """A diverged trial ranks last but counts with its recorded validation value, so when that
-    value is better than a completed trial's the curve is not monotone: at k = 1 it is picked
-    whenever it is the only trial drawn, and at k = 2 it loses to any completed one."""
-    curve = tuning_curves.tuning_curves(
-        trials_table([0.9, 0.8, 0.99], [0.9, 0.8, 0.99], [0.3, 0.3, 0.3], diverged=(2,))
-    )
-    assert curve["expected_val"].tolist() == pytest.approx([(0.9 + 0.8 + 0.99) / 3, 2.6 / 3, 0.9])
+def test_a_diverged_trial_scores_the_model_it_began_from():
+    """A diverged trial ranks last and, picked (at k = 1, when it is the only trial drawn),
+    scores its evaluation at iteration 0, never the 0.99 it recorded before diverging: so more
+    trials never hurt."""
+    runs = trials_table([0.9, 0.8, 0.99], [0.9, 0.8, 0.99], [0.3, 0.3, 0.3], diverged=(2,))
+    curve = curves_of(runs)
+    assert curve["expected_val"].tolist() == pytest.approx([(1.7 + START_VAL) / 3, 2.6 / 3, 0.9])
+    assert curve["expected_test"].tolist() == pytest.approx([(1.7 + START_TEST) / 3, 2.6 / 3, 0.9])
+
+
+@pytest.mark.parametrize("status", ["diverged", "failed"])
+def test_a_run_that_ended_before_its_first_evaluation_is_scored_not_infinite(status):
+    """A run that diverged (or whose step raised) before any evaluation but the first recorded
+    no final value: it still scores its start, so every expected value is a number; where its
+    curves lack the start, the values that can pick it are NaN, not a number made up."""
+    runs = trials_table([0.9, 0.8, np.nan], [0.9, 0.7, np.nan], [0.3, 0.3, np.nan], diverged=(2,))
+    runs.loc[2, "status"] = status
+    curve = curves_of(runs)
+    assert curve["expected_val"].tolist() == pytest.approx([(1.7 + START_VAL) / 3, 2.6 / 3, 0.9])
+    assert curve["expected_test"].tolist() == pytest.approx([(1.6 + START_TEST) / 3, 2.5 / 3, 0.9])
+    unscored = tuning_curves.tuning_curves(runs, at_start(runs.iloc[:2]))
+    assert unscored["expected_val"].isna().tolist() == [True, False, False]

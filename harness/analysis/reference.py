@@ -3,9 +3,12 @@ course's, for the optimizer zoo) on its net, by more than the seeds' noise?
 
 The reference of a net is chosen as every pick is: by the selection rule on validation data
 (`rank_configs`), among the settings whose optimizer is a reference optimizer. The comparison
-reports test quality: the difference of the means over seeds with Welch's t interval (the
-seeds of two settings are independent, their spreads differ), and a verdict that says whether
-the interval leaves zero out.
+reports test quality: the difference of the means over seeds with Welch's t interval (their
+spreads differ), and a verdict that says whether the interval leaves zero out. Welch treats the
+two settings' seeds as independent samples, though seed s of every setting starts from the same
+initial weights and sees the same data order: where that pairing makes their results move
+together, the interval is wider than a paired one would be (conservative); it needs no equal
+seed lists, and a setting with a diverged seed gets no interval at all.
 """
 
 from __future__ import annotations

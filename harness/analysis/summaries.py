@@ -28,6 +28,12 @@ from harness.results import config_keys
 COURSE_BATCH_SIZE = 128
 
 
+def ended_early(runs: pd.DataFrame) -> pd.Series:
+    """The runs that stopped before their last step: diverged, or failed (the optimizer's step
+    raised). Neither ended with a model to score: statistics count both as `n_diverged`."""
+    return runs["status"] != "completed"
+
+
 def t_interval(values: Iterable[float], confidence: float = 0.95) -> tuple[float, float, int]:
     """Mean and half-width of the `confidence` interval of the mean (Student's t), and n.
 
@@ -111,7 +117,8 @@ def summarize(
     over seeds, the half-width of the `confidence` interval of that mean (t distribution;
     `<metric>_ci`, NaN with one seed), min and max over seeds.
 
-    A diverged run counts with its last evaluated metrics; `n_diverged` says how many there are.
+    A diverged (or failed) run counts with its last evaluated metrics; `n_diverged` says how many
+    there are (`ended_early`).
     The selection rule's inputs (`rank_configs`: the selection metric, final training loss) are
     summarised with any `metrics`: a summary of other metrics still chooses on validation.
     """
@@ -120,7 +127,7 @@ def summarize(
     rule = [m for m in (selection_metric(runs), "final_train_loss") if m in runs]
     metrics = list(dict.fromkeys([*(metrics or summary_metrics(runs)), *rule]))
     table = _aggregate(runs, metrics, confidence)
-    diverged = runs["status"].eq("diverged").groupby(runs["config_id"]).sum()
+    diverged = ended_early(runs).groupby(runs["config_id"]).sum()
     table["n_diverged"] = table["config_id"].map(diverged).astype(int)
     table["quality"], table["higher_is_better"] = quality(runs), direction(runs)
     columns = _summary_columns(table, ["n_diverged"], _stat_cols(metrics))
@@ -212,8 +219,8 @@ def curve_bands(
     config reached are kept: a diverged seed ends its config's curve where it stopped.
 
     Columns: the config's columns (those of `configs`, without statistics), x, mean, min, max,
-    n_seeds, n_diverged, diverged_at (the iteration where the first seed diverged, NaN if none
-    did).
+    n_seeds, n_diverged, diverged_at (the iteration where the first seed diverged or failed,
+    NaN if none did).
     """
     labels = [c for c in [*LABEL_COLUMNS, "net", "setting", *config_keys(configs)] if c in configs]
     columns = [*labels, "config_id", x, "mean", "min", "max", "n_seeds", "n_diverged"]
@@ -223,7 +230,7 @@ def curve_bands(
     selected = curves[(curves["metric"] == metric) & curves["run_dir"].isin(chosen["run_dir"])]
     by_config = chosen.groupby("config_id", sort=False)
     per_config = pd.DataFrame({"n_seeds": by_config.size()})
-    diverged = chosen[chosen["status"] == "diverged"].groupby("config_id")["diverged_at"]
+    diverged = chosen[ended_early(chosen)].groupby("config_id")["diverged_at"]
     per_config["n_diverged"] = diverged.size().reindex(per_config.index, fill_value=0)
     per_config["diverged_at"] = diverged.min().reindex(per_config.index)
     points = selected.groupby(["config_id", "iteration"], sort=True).agg(

@@ -71,7 +71,7 @@ def target_from_env(quality: str = "accuracy") -> float | None:
 @dataclass(frozen=True)
 class TuningStudy:
     """The trials tuning curves are drawn from: a tuning study's folder, the keys it tuned and
-    its runs."""
+    its runs (with their curves, read once: a run that ended early is scored at its start)."""
 
     sweep: Path
     keys: list[str]
@@ -81,7 +81,8 @@ class TuningStudy:
     def curves(self) -> pd.DataFrame:
         """Its tuning curves (`harness.tuning_curves`), computed once for every figure and
         table that reads them."""
-        return tuning_curves.tuning_curves(self.runs, tune=self.keys)
+        trials = load_curves(self.sweep, self.runs)
+        return tuning_curves.tuning_curves(self.runs, trials, tune=self.keys)
 
     def trials_text(self, folder: str | None = None) -> str:
         """'trials of 2,000 iterations in zoo_tune': what its tuning curves count (`folder`: how

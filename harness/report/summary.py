@@ -161,6 +161,7 @@ def summary_markdown(
     batch, best = analysis.best_at_reference_batch(runs)
     q, split = analysis.quality(runs), analysis.selection_split(curves)
     n_div = int((runs["status"] == "diverged").sum())
+    n_failed = int(analysis.ended_early(runs).sum()) - n_div
     seeds = summary["n_seeds"]
 
     def values(column: str) -> str:
@@ -181,7 +182,8 @@ def summary_markdown(
     parts = [
         f"# Sweep report: {sweep}",
         "",
-        f"{len(runs)} runs ({n_div} diverged) of {len(summary)} configs, "
+        f"{len(runs)} runs ({n_div} diverged{f', {n_failed} failed' if n_failed else ''}) of "
+        f"{len(summary)} configs, "
         f"{seeds_text} seed{'s' if seeds.max() > 1 else ''} each; "
         f"{', '.join(f'{n:,}' for n in sorted(runs['iterations'].unique()))} iterations.",
         "",
