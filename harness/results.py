@@ -178,14 +178,14 @@ def steps_taken(runs: pd.DataFrame) -> pd.Series:
 
 
 def own_step_time(runs: pd.DataFrame) -> pd.Series:
-    """Seconds per optimizer step of each run on its own: a stacked run's calibration alone
-    (its stack's time is all its members'), else its training time over its steps."""
+    """Seconds per optimizer step of each run on its own: its calibration alone where it has
+    one (a stacked run's training time is its whole stack's; a single run's holds the pauses of
+    a shared machine, ~2x the calibration in the zoo: the two would not compare), else its
+    training time over its steps (runs from before the calibration)."""
     measured = runs["train_time_s"] / steps_taken(runs)
     if "step_time_alone_s" not in runs:
         return measured
-    stacked = runs.get("engine", pd.Series(None, index=runs.index)).eq("stacked")
-    alone = pd.to_numeric(runs["step_time_alone_s"], errors="coerce")
-    return measured.where(~stacked | alone.isna(), alone)
+    return pd.to_numeric(runs["step_time_alone_s"], errors="coerce").fillna(measured)
 
 
 def with_config_columns(runs: pd.DataFrame) -> pd.DataFrame:
@@ -316,13 +316,11 @@ def load_curves(
         return pd.DataFrame(columns=[*columns, *METRIC_COLUMNS])
     ids = runs[columns]
     curves = ids.merge(curves[["run_dir", *METRIC_COLUMNS]], on="run_dir", how="inner")
-    if {"engine", "step_time_alone_s"} <= set(runs):
-        # A stacked run's clock is its stack's: its own is its steps times its step alone.
-        by_run = runs.set_index("run_dir")
-        own = by_run["step_time_s"].where(
-            by_run["engine"].eq("stacked") & by_run["step_time_alone_s"].notna()
-        )
-        curves["time_s"] = (curves["iteration"] * curves["run_dir"].map(own)).fillna(
+    if "step_time_alone_s" in runs:
+        # A run's clock is its steps times its step alone where it was calibrated (a stacked
+        # run's measured clock is its whole stack's): `own_step_time`.
+        alone = pd.to_numeric(runs.set_index("run_dir")["step_time_alone_s"], errors="coerce")
+        curves["time_s"] = (curves["iteration"] * curves["run_dir"].map(alone)).fillna(
             curves["time_s"]
         )
     return curves

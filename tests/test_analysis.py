@@ -13,7 +13,7 @@ from smoke_sweep import BATCH_64_LR, LEARNING_RATES, TARGET
 
 from harness import analysis, style
 from harness.identity import identity_hash
-from harness.results import load_curves, load_runs, with_config_columns
+from harness.results import load_curves, load_runs, own_step_time, with_config_columns
 
 # Config keys of the tables made by hand below, by the short column they come from.
 FAKE_KEYS = {
@@ -442,3 +442,77 @@ def test_quality_at_time_is_taken_per_net_at_its_shortest_completed_run(tables):
     # one given time holds for every net
     fixed, _ = analysis.quality_at_time(runs, curves, seconds=0.5)
     assert set(fixed) == {0.5}
+
+
+def test_a_run_that_ended_early_never_reaches_a_target(tables):
+    """A run that reached the target and then diverged (or failed) is no model a user holds:
+    it is not credited with reaching it, and its config's cost is infinite."""
+    _, curves = tables
+    ttt = analysis.time_to_target(curves, TARGET)
+    reached = ttt.loc[ttt["reached"], "run_dir"].iloc[0]
+    for status in ("diverged", "failed"):
+        ended = curves.assign(status=curves["status"].where(curves["run_dir"] != reached, status))
+        again = analysis.time_to_target(ended, TARGET).set_index("run_dir")
+        assert not again.loc[reached, "reached"]
+        assert np.isnan(again.loc[reached, list(analysis.TARGET_MEASURES)].to_numpy(float)).all()
+        config = again.loc[reached, "config_id"]
+        summary = analysis.summarize_time_to_target(again.reset_index())
+        cost = summary.set_index("config_id").loc[config, "iterations_to_target_cost"]
+        assert cost == math.inf
+
+
+def test_quality_at_time_scores_a_run_that_ended_within_its_budget_at_its_start(tables):
+    """A run that diverged within its net's time budget recorded a value before it ended: it
+    scores its evaluation at iteration 0 instead. A net whose runs all ended early still gets
+    a budget (its own shortest run), not a missing one."""
+    runs, curves = tables
+    net2 = runs[runs["model"] == "net2"]
+    late = net2.index[0]  # diverged after its first evaluation past 0: within the budget
+    runs = runs.assign(status=runs["status"].where(runs.index != late, "diverged"))
+    first = curves.loc[(curves["run_dir"] == runs.loc[late, "run_dir"]) & (curves["iteration"] > 0)]
+    runs.loc[late, "diverged_at"] = first["iteration"].min()
+    seconds, table = analysis.quality_at_time(runs, curves)
+    run = runs.loc[late]
+    points = curves[(curves["run_dir"] == run["run_dir"]) & (curves["metric"] == "test_accuracy")]
+    start = points.loc[points["iteration"] == 0, "value"].item()
+    seeds = runs[runs["config_id"] == run["config_id"]]
+    others = []
+    for run_dir in seeds["run_dir"].drop(late):
+        own = curves[(curves["run_dir"] == run_dir) & (curves["metric"] == "test_accuracy")]
+        within = own[own["time_s"] <= seconds["net2"]].sort_values("iteration")
+        others.append(within["value"].iloc[-1])
+    row = table[table["config_id"] == run["config_id"]].iloc[0]
+    assert row["test_accuracy_at_time_mean"] == pytest.approx(np.mean([start, *others]))
+    # every run of net2 ended early: net2 keeps a budget of its own
+    all_ended = runs.assign(status=runs["status"].where(runs["model"] != "net2", "diverged"))
+    budgets, _ = analysis.quality_at_time(all_ended, curves)
+    assert set(budgets.index) == {"net1", "net2"} and np.isfinite(budgets["net2"])
+
+
+def test_a_target_met_before_any_step_is_no_profile_problem(tables):
+    """The untrained model meets a target of 0 accuracy on every net: every cost is 0, a ratio
+    to 0 is none, and such a problem tells no optimizer apart: left out of the profiles."""
+    runs, curves = tables
+    costs = analysis.profile_tables(runs, curves, target=0.0)
+    assert costs["iterations_to_target"].empty and costs["seconds_to_target"].empty
+    assert len(costs["final_train_loss"])
+    solved = analysis.profile_tables(runs, curves, target=TARGET)
+    assert len(solved["iterations_to_target"]) == len(solved["final_train_loss"])
+
+
+def test_every_run_with_a_calibration_is_timed_by_it():
+    """A stacked run's training time is its stack's and a single run's holds the pauses of a
+    shared machine: each is timed by its step alone where measured, by its own clock before."""
+    runs = pd.DataFrame(
+        {
+            "engine": ["stacked", "single", "single"],
+            "train_time_s": [90.0, 40.0, 30.0],
+            "iterations": [1000, 1000, 1000],
+            "diverged_at": [math.nan, math.nan, 500.0],
+            "step_time_alone_s": [0.01, 0.02, math.nan],
+        }
+    )
+    assert own_step_time(runs).tolist() == pytest.approx([0.01, 0.02, 0.06])
+    assert own_step_time(runs.drop(columns="step_time_alone_s")).tolist() == pytest.approx(
+        [0.09, 0.04, 0.06]
+    )

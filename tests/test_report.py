@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from matplotlib.collections import PolyCollection
 from matplotlib.lines import Line2D
+from matplotlib.markers import MarkerStyle
 from smoke_sweep import BATCH_64_LR, TARGET
 
 from conftest import REPO, SMALL_RUN, compose_config, hydra_context
@@ -155,6 +156,38 @@ def test_convergence_marks_a_diverged_curve_where_it_ends(tables):
     assert re.fullmatch(r"1\. sgd, lr 50: [\d.]+ % \(2/2 diverged\)", legend)
 
 
+def test_a_setting_whose_seed_diverged_is_a_cross_off_the_front(tables):
+    """Quality against step time: a setting at a config with a diverged seed plots the mean of
+    what its seeds recorded, so it is drawn as a cross and never joins the Pareto front."""
+    runs, _ = tables
+    # a step time of its own per config (a stack's members share their measured one)
+    step = (runs["config_id"].rank(method="dense") * 1e-4).to_numpy()
+    runs = runs.assign(step_time_alone_s=step, step_time_s=step)
+    fastest = runs.loc[runs["step_time_s"].idxmin()]
+    net, optimizer = fastest["model"], fastest["optimizer"]
+    seed_one = (runs["model"] == net) & (runs["optimizer"] == optimizer) & (runs["seed"] == 1)
+    # every rate of that setting has a diverged seed: its chosen config has one
+    broken = runs.assign(status=runs["status"].where(~seed_one, "diverged"))
+    cross = MarkerStyle("x").get_path().transformed(MarkerStyle("x").get_transform()).vertices
+    for frame, crossed in ((runs, False), (broken, True)):
+        figure = report.quality_against_step_time_figure(frame)
+        ax = figure.axes[style.net_order(frame.assign(net=frame["model"])).index(net)]
+        summary = analysis.summarize(frame, metrics=["final_test_accuracy", "step_time_s"])
+        best = analysis.best_configs(summary)
+        row = best[(best["net"] == net) & (best["optimizer"] == optimizer)].iloc[0]
+        x = row["step_time_s_mean"] * 1e3
+        marks = {"x": [], "o": []}
+        for points in ax.collections:
+            if len(points.get_paths()) and len(points.get_offsets()):
+                shape = points.get_paths()[0].vertices
+                is_cross = shape.shape == cross.shape and np.allclose(shape, cross)
+                marks["x" if is_cross else "o"] += list(points.get_offsets()[:, 0])
+        front = next(line for line in ax.lines if line.get_linestyle() == "--").get_xdata()
+        assert np.isclose(marks["x" if crossed else "o"], x).any()
+        assert np.isclose(front, x).any() != crossed
+        assert ("a seed diverged" in figure._suptitle.get_text()) == crossed
+
+
 def test_lr_sensitivity_points_are_the_summary_and_the_star_is_the_best_lr(tables):
     runs, _ = tables
     fig = report.lr_sensitivity_figure(runs)
@@ -285,7 +318,8 @@ def test_one_colour_per_optimizer_in_every_figure(tables):
                 offsets, faces = np.asarray(points.get_offsets()), points.get_facecolors()
                 for text in (t for t in ax.texts if hasattr(t, "xy")):
                     at = np.flatnonzero(np.all(np.isclose(offsets, text.xy), axis=1))
-                    entries += [(text.get_text(), Line2D([], [], color=faces[i])) for i in at[:1]]
+                    if len(at) == 1:  # settings at one point (one step time, one error): any
+                        entries += [(text.get_text(), Line2D([], [], color=faces[at[0]]))]
         assert entries, name
         for label, artist in entries:
             colour = (

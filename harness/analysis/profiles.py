@@ -51,7 +51,9 @@ def profile_tables(
     seconds to `target` quality on the split that chooses (validation, or test for runs without
     one; see `time_to_target`; without a target: none), and final training loss; each
     optimizer at its best setting per problem. A config with a seed that diverged or did not
-    reach the target counts as failed."""
+    reach the target counts as failed. A problem whose target the untrained model already
+    meets (a cost of 0: reached at iteration 0) tells no optimizer apart, and a ratio to 0 is
+    none: it is left out of the time-to-target profiles."""
     summary = summarize(runs)
     loss = summary.assign(
         final_train_loss_cost=summary["final_train_loss_mean"].where(
@@ -62,11 +64,11 @@ def profile_tables(
     if target is None:
         return tables
     ttt = summarize_time_to_target(time_to_target(curves, target))
-    return {
-        "iterations_to_target": profile_costs(ttt, "iterations_to_target_cost"),
-        "seconds_to_target": profile_costs(ttt, "seconds_to_target_cost"),
-        **tables,
+    to_target = {
+        measure: profile_costs(ttt, f"{measure}_cost")
+        for measure in ("iterations_to_target", "seconds_to_target")
     }
+    return {key: costs[costs.min(axis=1) > 0] for key, costs in to_target.items()} | tables
 
 
 def performance_profile(costs: pd.DataFrame, taus: Sequence[float] | None = None) -> pd.DataFrame:

@@ -22,10 +22,13 @@ from harness.analysis.summaries import (
     _aggregate,
     _stat_cols,
     _summary_columns,
+    ended_early,
     summarize,
 )
 from harness.identity import ID_COLUMNS
 from harness.results import config_keys, steps_taken
+
+TARGET_MEASURES = ("iterations_to_target", "epochs_to_target", "seconds_to_target")
 
 
 def time_to_target(
@@ -34,8 +37,9 @@ def time_to_target(
     """Per run: the first evaluation at which `metric` (default: the validation quality, or the
     test quality for runs without a validation split) reaches `target` (>= for accuracies, <=
     for losses): its iteration, epoch and optimisation seconds (`time_s`, evaluations
-    excluded); NaN and reached=False when the run never gets there. The fastest configs are
-    picked on this table, so it is measured on the split that chooses.
+    excluded); NaN and reached=False when the run never gets there, or when it diverged or
+    failed (`ended_early`: what it reached before it ended is no model a user holds). The
+    fastest configs are picked on this table, so it is measured on the split that chooses.
 
     Resolution is the sweep's evaluation interval (train.eval_every)."""
     metric = metric or f"{selection_split(curves)}_{quality(curves)}"
@@ -60,13 +64,11 @@ def time_to_target(
         )
     )
     table = per_run.merge(first, left_on="run_dir", right_index=True, how="left")
+    table.loc[ended_early(table), list(TARGET_MEASURES)] = math.nan
     table["reached"] = table["iterations_to_target"].notna()
     table["target"] = target
     table["metric"] = metric
     return table.sort_values([*ID_COLUMNS, "run_dir"], ignore_index=True)
-
-
-TARGET_MEASURES = ("iterations_to_target", "epochs_to_target", "seconds_to_target")
 
 
 def summarize_time_to_target(ttt: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
@@ -114,24 +116,29 @@ def quality_at_time(
     ranks them, when the runs have it) at the last evaluation within its net's `seconds` of
     training (evaluations excluded), mean over seeds, and the time per step: what each setting
     reaches in the same time rather than in the same number of steps. The time is each run's
-    own (a stacked run's: its steps times its step alone, as its curves' `time_s`). Default, per
-    net: the shortest own training time of a run on that net that completed, so that every
-    config has a value (a run that diverged stops at once, and a zoo has some) and a deep net is
-    not read at a shallow one's time."""
+    own (its steps times its step alone where measured, as its curves' `time_s`). Default, per
+    net: the shortest own training time of a run on that net that completed (of any run, where
+    none on the net did), so that every config has a value (a run that diverged stops at once,
+    and a zoo has some) and a deep net is not read at a shallow one's time. A run that diverged
+    or failed within its budget scores its evaluation at iteration 0 (`ended_early`): the
+    model it began from, not what it recorded before it ended."""
     nets = net_labels(runs)
-    completed = runs["status"] == "completed"
-    pool = runs[completed] if completed.any() else runs
-    own_time = pool["step_time_s"] * steps_taken(pool)
-    budget = own_time.groupby(nets[pool.index]).min()
+    own_time = runs["step_time_s"] * steps_taken(runs)
+    ended = ended_early(runs)
+    finished = own_time.where(~ended).groupby(nets).min()
+    budget = finished.fillna(own_time.groupby(nets).min())
     if seconds is not None:
         budget = pd.Series(float(seconds), index=budget.index)
     run_budget = pd.Series(nets.map(budget).to_numpy(), index=runs["run_dir"])
+    ended_within = pd.Series((ended & (own_time <= nets.map(budget))).to_numpy(), runs["run_dir"])
     columns = {}
     for split in dict.fromkeys((selection_split(curves), "test")):  # val (it ranks), then test
         metric = f"{split}_{quality(runs)}"
         points = curves[curves["metric"] == metric]
         points = points[points["time_s"] <= points["run_dir"].map(run_budget)]
         last = points.sort_values("iteration").groupby("run_dir")["value"].last()
+        start = points[points["iteration"] == 0].groupby("run_dir")["value"].first()
+        last = last.where(~ended_within.reindex(last.index, fill_value=False), start)
         columns[f"{metric}_at_time"] = runs["run_dir"].map(last)
     per_run = runs.assign(**columns)
     return budget.rename("seconds"), summarize(per_run, metrics=(*columns, "step_time_s"))

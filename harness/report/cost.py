@@ -52,7 +52,9 @@ def quality_against_step_time_figure(runs: pd.DataFrame) -> Figure:
     final test error against the seconds of one step alone (both logarithmic, mean over seeds,
     error bars the 95 % CI of the error); named where few, else on the Pareto front. The front
     is drawn from the selection metric (validation error), like every pick: the test error it
-    is plotted at only reports, so the line may step up where test and validation disagree."""
+    is plotted at only reports, so the line may step up where test and validation disagree. A
+    setting with a seed that diverged or failed is a cross, never on the front: its mean counts
+    what that seed recorded before it ended."""
     quality = analysis.quality(runs)
     if quality != "accuracy":
         raise Skipped(f"drawn for accuracy, not {quality}")
@@ -73,13 +75,18 @@ def quality_against_step_time_figure(runs: pd.DataFrame) -> Figure:
         seconds = panel["step_time_s_mean"].to_numpy(float) * 1e3
         error = (1 - panel[f"final_test_{quality}_mean"].to_numpy(float)) * scale("test_accuracy")
         ci = panel[f"final_test_{quality}_ci"].fillna(0).to_numpy(float) * scale("test_accuracy")
-        colors = [optimizer_color(o) for o in panel["optimizer"]]
+        colors = np.array([optimizer_color(o) for o in panel["optimizer"]])
         chosen_by = panel[f"{chooser}_mean"].to_numpy(float)
+        ended = panel["n_diverged"].to_numpy() > 0
         front = pareto_front(
-            seconds, -chosen_by if analysis.higher_is_better(runs, chooser) else chosen_by
+            seconds,
+            np.where(
+                ended, np.inf, -chosen_by if analysis.higher_is_better(runs, chooser) else chosen_by
+            ),
         )
         ax.errorbar(seconds, error, yerr=ci, fmt="none", ecolor="0.6", lw=0.8, zorder=1)
-        ax.scatter(seconds, error, c=colors, s=22, zorder=2, edgecolors="none")
+        ax.scatter(seconds[~ended], error[~ended], c=list(colors[~ended]), s=22, zorder=2, lw=0)
+        ax.scatter(seconds[ended], error[ended], c=list(colors[ended]), s=26, zorder=2, marker="x")
         ax.plot(np.sort(seconds[front]), error[front][np.argsort(seconds[front])], "k--", lw=0.8)
         log_x(ax)
         log_y(ax)
@@ -109,7 +116,9 @@ def quality_against_step_time_figure(runs: pd.DataFrame) -> Figure:
         fig,
         "Final test error against the cost of one step, each setting at its learning rate "
         f"chosen on {split}\n(dashed: settings no other beats in both step time and {split} "
-        "error; bars: 95 % CI over seeds; step times measured alone, on this machine)",
+        "error; bars: 95 % CI over seeds; step times measured alone, on this machine"
+        + ("; ×: a seed diverged or failed" if (best["n_diverged"] > 0).any() else "")
+        + ")",
     )
     for ax, xs, ys, names, others in labelled:  # once the layout is complete
         label_points(ax, xs, ys, names, others=others)
