@@ -29,7 +29,7 @@ def _fmt(mean: float, ci: float, k: float, digits: int) -> str:
 
 
 def _metric_digits(metric: str) -> int:
-    return 2 if is_percent(metric) else 4
+    return 2 if is_percent(metric) or metric.endswith("_ms") else 4
 
 
 def final_metrics_table(
