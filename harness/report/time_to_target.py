@@ -97,7 +97,7 @@ def time_to_target_figure(
                     va="center",
                     fontsize=8,
                 )
-            if ends.max() > 0:  # room for the longest bar's label (~11 characters, a fifth)
+            if len(ends) and ends.max() > 0:  # room for the longest bar's label (a fifth)
                 ax.set_xlim(0, ends.max() * 1.3)
             labels = names
             if len(others):  # a zoo's others: how many reached the target, in one line
