@@ -48,10 +48,9 @@ def beats(runs: pd.DataFrame, versus: pd.DataFrame) -> list[str]:
         lines += [f"### {net}", "", f"No reference: {why}.", ""]
     for net, rows in versus.groupby("net", sort=False):
         m = len(rows) - 1  # every setting but the reference
-        if m:
-            strict = analysis.against_reference(
-                runs[nets == net], style.COURSE_OPTIMIZERS, 1 - 0.05 / m
-            ).set_index("config_id")["verdict"]
+        if m:  # on all runs, so that the net's label is the one `versus` was drawn with
+            strict = analysis.against_reference(runs, style.COURSE_OPTIMIZERS, 1 - 0.05 / m)
+            strict = strict[strict["net"] == net].set_index("config_id")["verdict"]
             rows = rows.assign(bonferroni=rows["config_id"].map(strict))
         reference = rows[rows["verdict"] == REFERENCE].iloc[0]
         counts = rows["verdict"].value_counts()
