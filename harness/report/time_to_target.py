@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from harness import analysis
 from harness.report.common import Skipped, target_split
@@ -99,6 +100,9 @@ def time_to_target_figure(
                 )
             if len(ends) and ends.max() > 0:  # room for the longest bar's label (a fifth)
                 ax.set_xlim(0, ends.max() * 1.3)
+            # few, short tick labels: a panel is narrow, and seconds to target can be 0.0125
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
             labels = names
             if len(others):  # a zoo's others: how many reached the target, in one line
                 reached = int(np.isfinite(others).sum())
