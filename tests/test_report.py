@@ -273,6 +273,25 @@ def test_time_to_target_bars_are_the_fastest_configs(tables):
                 assert (f"lr {lr}" if np.isfinite(c) else "not reached") in texts
 
 
+def test_a_zoo_panel_where_nothing_reached_the_target_is_drawn_empty(tables, monkeypatch):
+    """A zoo's net where no setting reached the target and no course optimizer ran has no bar:
+    its panel says so instead of failing on an empty maximum."""
+    runs, curves = tables
+    ts = analysis.summarize_time_to_target(analysis.time_to_target(curves, TARGET))
+    monkeypatch.setattr("harness.report.time_to_target.LEGIBLE_SETTINGS", 0)  # zoo layout
+    net2 = ts["net"] == "net2"
+    ts.loc[net2, "optimizer"] = "lamb"  # not one of the course's: no reference bar
+    ts.loc[net2, "n_reached"] = 0
+    for measure in ("iterations_to_target", "seconds_to_target"):
+        ts.loc[net2, f"{measure}_cost"] = np.inf
+    settings = ts.loc[net2, "setting"].nunique()
+    fig = report.time_to_target_figure(ts, TARGET)
+    for ax in np.array(fig.get_axes()).reshape(2, 2)[:, 1]:
+        assert [t.get_text() for t in ax.get_yticklabels()] == [f"{settings} others"]
+        assert not ax.patches and ax.get_xticks().size == 0
+        assert any("0 reached it" in t.get_text() for t in ax.texts)
+
+
 def test_performance_profile_steps_are_the_profile(tables):
     runs, curves = tables
     costs = analysis.profile_tables(runs, curves, TARGET)
