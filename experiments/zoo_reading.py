@@ -43,8 +43,13 @@ def beats(runs: pd.DataFrame, versus: pd.DataFrame) -> list[str]:
     test = analysis.final_quality(runs)
     nets = analysis.net_labels(runs)
     lines = ["## Who beats the course's best", ""]
+    course = set(nets[runs["optimizer"].isin(style.COURSE_OPTIMIZERS)])
     for net in sorted(set(nets) - set(versus["net"]), key=style.natural_key):
-        why = "every course optimizer's best setting has a seed that diverged or failed"
+        why = (
+            "every course optimizer's best setting has a seed that diverged or failed"
+            if net in course
+            else "none of the course's optimizers has a run on it"
+        )
         lines += [f"### {net}", "", f"No reference: {why}.", ""]
     for net, rows in versus.groupby("net", sort=False):
         m = len(rows) - 1  # every setting but the reference
@@ -93,20 +98,22 @@ def tuning_cost(sweep: Path) -> list[str]:
     if isinstance(study, report.Skipped):
         return ["## Which are cheap to tune", "", f"Not drawn: {study}", ""]
     first, last = tuning_curves.budget_ends(study.curves)
-    trials = analysis.with_net(study.runs).groupby(["net", "setting"])
+    metric = analysis.selection_metric(study.runs)
+    # outcomes as the tuning curves score them: a trial that diverged counts at its start
+    scored = tuning_curves.scored_at_start(study.runs, study.trial_curves, [metric])
     table = pd.DataFrame(
         {
             "N": first["n_trials"],
             "one": 100 * (1 - first["expected_val"]),
             "all": 100 * (1 - last["expected_val"]),
-            "outcomes": trials[analysis.selection_metric(study.runs)].nunique(),
+            "outcomes": analysis.with_net(scored).groupby(["net", "setting"])[metric].nunique(),
         }
     ).reset_index()
     lines = [
         "## Which are cheap to tune",
         "",
         f"Expected validation error (%) of the trial picked after one random trial and after "
-        f"all N ({study.trials_text(str(study.sweep))}), the {LISTED} best after one trial per "
+        f"all N ({study.trials_text(_shown(study.sweep))}), the {LISTED} best after one trial per "
         "net; the course's nine ranked among all after one trial.",
         "",
     ]
@@ -202,13 +209,17 @@ def failures(sweep: Path, runs: pd.DataFrame, versus: pd.DataFrame) -> list[str]
     ]
     if len(ended):
         columns = ["model", "optimizer", "lr", "seed", "status", "diverged_at"]
+        at = ended["diverged_at"].map(lambda i: "" if pd.isna(i) else f"{int(i):,}")
         lines += [
-            markdown_table(ended[columns].rename(columns={"diverged_at": "at"}), index=False),
+            markdown_table(
+                ended[columns].assign(diverged_at=at).rename(columns={"diverged_at": "at"}),
+                index=False,
+            ),
             "",
         ]
     lines += [
-        f"Settings more than {FAR_BELOW:g} points of test accuracy below the course's best "
-        f"({len(far)}):",
+        f"Settings more than {FAR_BELOW:g} points of test accuracy below the course's best, "
+        f"every seed completed ({len(far)}; one with a diverged seed is among the runs above):",
         "",
     ]
     if len(far):
@@ -218,7 +229,6 @@ def failures(sweep: Path, runs: pd.DataFrame, versus: pd.DataFrame) -> list[str]
                 "setting": far["setting"],
                 "lr": far["lr"].map(lambda v: "none" if pd.isna(v) else f"{v:.3g}"),
                 "test accuracy (%)": (100 * far[f"{test}_mean"]).map(lambda v: f"{v:.2f}"),
-                "diverged seeds": far["n_diverged"],
             }
         )
         lines += [markdown_table(table, index=False), ""]
@@ -233,6 +243,13 @@ def failures(sweep: Path, runs: pd.DataFrame, versus: pd.DataFrame) -> list[str]
             "",
         ]
     return lines
+
+
+def _shown(folder: Path) -> str:
+    """A folder as the committed reading names it: from the repository's root where it is
+    inside (no machine's absolute path), else as given."""
+    folder = folder.resolve()
+    return str(folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder)
 
 
 def _count(low: int, high: int, what: str) -> str:
@@ -255,7 +272,7 @@ def main(sweep: Path) -> str:
     seeds = runs.groupby("config_id")["seed"].nunique()
     text = "\n".join(
         [
-            f"# The zoo's reading: {sweep}",
+            f"# The zoo's reading: {_shown(sweep)}",
             "",
             f"{len(runs)} runs, {runs['optimizer'].nunique()} optimizers, "
             f"{_count(seeds.min(), seeds.max(), 'seed')} per configuration; "

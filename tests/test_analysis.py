@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 from smoke_sweep import BATCH_64_LR, LEARNING_RATES, TARGET
 
-from harness import analysis, style
+from harness import analysis, report, style
 from harness.identity import identity_hash
 from harness.results import load_curves, load_runs, own_step_time, with_config_columns
 
@@ -413,6 +413,16 @@ def test_each_setting_against_the_courses_best_chosen_on_validation():
     flipped = analysis.against_reference(rmse, style.COURSE_OPTIMIZERS).set_index("optimizer")
     assert flipped["gain"].to_dict() == pytest.approx(table["gain"].to_dict())
     assert flipped["verdict"].to_dict() == table["verdict"].to_dict()
+    # a seed that diverged: its last value is no outcome, so the setting gets no gain, and it
+    # ranks after every setting that has one
+    lion_2 = (runs["optimizer"] == "lion") & (runs["seed"] == 2)
+    diverged = runs.assign(status=runs["status"].mask(lion_2, "diverged"))
+    table = analysis.against_reference(diverged, style.COURSE_OPTIMIZERS).set_index("optimizer")
+    assert table.loc["lion", "verdict"] == "diverged"
+    assert table.loc["lion", ["gain", "gain_low", "gain_high"]].isna().all()
+    assert list(table.index) == ["adam", "momentum", "sgd", "lion"]
+    shown = report.reference_table(table.reset_index(), "net2").set_index("setting")
+    assert shown.filter(like="gain over").loc[table.loc["lion", "setting"]].item() == "n/a"
 
 
 def test_quality_at_time_is_taken_per_net_at_its_shortest_completed_run(tables):

@@ -427,7 +427,14 @@ def test_a_tuning_study_is_followed_back_to_its_trials_or_skipped_in_one_line(
     assert str(missing) == f"the tuning study of {shortlist}, results/tune, is not here"
     with pytest.raises(report.Skipped, match="is not here"):  # not its own, flattering trials
         report.tuning_study_or_rates(shortlist, pd.DataFrame())
-    # the source as the study named it, found beside the sweep (the report runs elsewhere)
+    # the source as the study named it, found under the current folder (the report runs where
+    # the study ran) ...
+    here = tmp_path / "results" / "tune"
+    here.mkdir(parents=True)
+    (here / PROTOCOL_FILE).write_text(json.dumps({"tuned_keys": ["lr"], "method": "random"}))
+    found = report.tuning_study(shortlist)
+    assert isinstance(found, report.TuningStudy) and found.sweep == Path("results/tune")
+    # ... or beside the sweep, which wins: a copied results tree reads its own study
     tune = study("tune", method="random")
     found = report.tuning_study(shortlist)
     assert isinstance(found, report.TuningStudy) and found.sweep == tune

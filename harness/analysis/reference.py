@@ -54,9 +54,9 @@ def against_reference(
     rule), with the `confidence` interval of the gain (`gain_low`, `gain_high`; Welch's t over
     seeds; a gain is better whichever way the metric goes: higher accuracy, lower RMSE), and
     the `verdict`: better or worse where the interval leaves zero out, not told apart where it
-    does not, diverged where a seed diverged; and its step time alone (`step_time_alone_s`,
-    where the runs have it). Rows of each net by gain, the best first; nets without a
-    reference optimizer are left out."""
+    does not, diverged where a seed diverged or failed (no gain then: NaN); and its step time
+    alone (`step_time_alone_s`, where the runs have it). Rows of each net by gain, the best
+    first; nets without a reference optimizer are left out."""
     test, by = final_quality(runs), selection_metric(runs)
     sign = 1.0 if higher_is_better(runs, test) else -1.0
     best = best_at_reference_batch(runs)[1]  # the batch size the figures and tables show
@@ -74,6 +74,8 @@ def against_reference(
             gain, low, high = welch_interval(
                 seeds[config["config_id"]], seeds[chosen["config_id"]], confidence
             )
+            if config["n_diverged"]:  # a diverged seed's last value is no outcome: no gain
+                gain = low = high = math.nan
             if sign < 0:
                 gain, low, high = -gain, -high, -low
             if config["config_id"] == chosen["config_id"]:

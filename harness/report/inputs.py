@@ -78,11 +78,15 @@ class TuningStudy:
     runs: pd.DataFrame
 
     @functools.cached_property
+    def trial_curves(self) -> pd.DataFrame:
+        """Its trials' recorded curves (`load_curves`), read once."""
+        return load_curves(self.sweep, self.runs)
+
+    @functools.cached_property
     def curves(self) -> pd.DataFrame:
         """Its tuning curves (`harness.tuning_curves`), computed once for every figure and
         table that reads them."""
-        trials = load_curves(self.sweep, self.runs)
-        return tuning_curves.tuning_curves(self.runs, trials, tune=self.keys)
+        return tuning_curves.tuning_curves(self.runs, self.trial_curves, tune=self.keys)
 
     def trials_text(self, folder: str | None = None) -> str:
         """'trials of 2,000 iterations in zoo_tune': what its tuning curves count (`folder`: how
@@ -100,7 +104,7 @@ def tuning_study(sweep: Path, runs: pd.DataFrame | None = None) -> TuningStudy |
     study's, followed back: a shortlist's trials are an earlier study's best (not draws, so a
     curve over them would flatter every optimizer), and an evaluation phase (`${tuned:}`, its
     tune.source in multirun.yaml) trained one pick per setting. Skipped (why) where the sweep
-    tuned nothing or its source is not here: a folder as given, or beside the sweep. `runs`: the
+    tuned nothing or its source is not here: beside the sweep, or a folder as given. `runs`: the
     sweep's, where the caller has read them already."""
     first, seen = sweep, set()
     while sweep.resolve() not in seen:
@@ -120,7 +124,9 @@ def tuning_study(sweep: Path, runs: pd.DataFrame | None = None) -> TuningStudy |
                     f"{sweep}, where {first}'s values came from, is " if sweep != first else ""
                 )
                 return Skipped(f"{followed}not a tuning study ({why})")
-        found = [p for p in (Path(source), sweep.parent / Path(source).name) if p.is_dir()]
+        # beside the sweep first: a copied or moved results tree reads its own study, not the
+        # one its relative name happens to find under the current folder
+        found = [p for p in (sweep.parent / Path(source).name, Path(source)) if p.is_dir()]
         if not found:
             return Skipped(f"the tuning study of {sweep}, {source}, is not here")
         sweep = found[0]

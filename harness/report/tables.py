@@ -157,7 +157,9 @@ def reference_table(table: pd.DataFrame, net: str) -> pd.DataFrame:
                 _fmt(m, c, k, digits) for m, c in zip(means, cis, strict=True)
             ],
             f"gain over {rows['reference'].iloc[0]} ({unit}95 % CI)": [
-                f"{g * k:+.{digits}f}"
+                "n/a"  # a diverged seed: no outcome to compare
+                if not np.isfinite(g)
+                else f"{g * k:+.{digits}f}"
                 + (f" [{lo * k:+.{digits}f}, {hi * k:+.{digits}f}]" if np.isfinite(lo) else "")
                 for g, lo, hi in gains
             ],
