@@ -1,9 +1,9 @@
 """The zoo on a GPU against this project's CPU: the same runs, their time and results.
 
-    python experiments/zoo_devices.py [results/zoo/h200]
+    python experiments/zoo_devices.py
 
 A lent GPU (an H200, 15 minutes of device time a session) trained slices of the study with its
-own commands, for as long as a call allowed:
+own commands, for as long as a call allowed; their tables are in `results/zoo/h200/`:
 
 * `phase1_singles_runs.parquet`: phase 1 (`harness-train -m experiment=zoo_tune`) planned there
   (every optimizer x net checked and timed), then its first tasks: the runs that train alone
@@ -23,7 +23,8 @@ Their `sweep_*.txt` are the sweeps' logs. Each GPU run is matched to the CPU's r
 folder (same config, same seed: same lr draw) in the phase's sweep (`results/zoo_tune`,
 `results/zoo_shortlist`). Writes results/zoo/devices.md: the time of the same work on both
 machines, and how far their results differ (float rounding differs between devices: not
-bitwise, but the same ranking).
+bitwise; the runs that draw random numbers in their step draw other ones on the GPU, and rank
+least alike).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import pandas as pd
 from scipy.stats import spearmanr
 
 ROOT = Path(__file__).resolve().parents[1]
+GPU_DIR = ROOT / "results" / "zoo" / "h200"  # the H200's runs tables, one per slice
 # slice: (the GPU's runs table, the CPU sweep of its phase)
 SLICES = {
     "phase 1, runs that train alone": ("phase1_singles_runs.parquet", "zoo_tune"),
@@ -106,17 +108,8 @@ def main(gpu_dir: Path) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        prog="zoo_devices", description="The zoo on a GPU against this CPU: results/zoo/devices.md."
-    )
-    parser.add_argument(
-        "gpu_dir",
-        nargs="?",
-        type=Path,
-        default=ROOT / "results" / "zoo" / "h200",
-        help="the GPU's runs tables (default: results/zoo/h200)",
-    )
-    gpu_dir = parser.parse_args().gpu_dir
-    if not gpu_dir.is_dir():
-        parser.error(f"{gpu_dir} is not a folder")
-    main(gpu_dir)
+    argparse.ArgumentParser(
+        prog="zoo_devices",
+        description="The zoo on the H200 against this CPU: results/zoo/devices.md.",
+    ).parse_args()
+    main(GPU_DIR)
