@@ -45,13 +45,19 @@ def checked_target(target: float | None, quality: str) -> float | None:
     return target
 
 
-def load_sweep(sweep: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(runs, curves) of a sweep folder; ValueError when it holds no run."""
+def load_sweep_runs(sweep: str | Path) -> pd.DataFrame:
+    """The runs table of a sweep folder; ValueError when it holds no run."""
     runs = load_runs(Path(sweep))
     if runs.empty:
         raise ValueError(
             f"no runs in {sweep} (expected runs.parquet, or run folders with run.json)"
         )
+    return runs
+
+
+def load_sweep(sweep: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(runs, curves) of a sweep folder; ValueError when it holds no run."""
+    runs = load_sweep_runs(sweep)
     return runs, load_curves(sweep, runs)
 
 
