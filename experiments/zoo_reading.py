@@ -219,7 +219,8 @@ def failures(sweep: Path, runs: pd.DataFrame, versus: pd.DataFrame) -> list[str]
         ]
     lines += [
         f"Settings more than {FAR_BELOW:g} points of test accuracy below the course's best, "
-        f"every seed completed ({len(far)}; one with a diverged seed is among the runs above):",
+        f"every seed completed ({len(far)}; a setting with a diverged seed is among the runs "
+        "above):",
         "",
     ]
     if len(far):

@@ -71,11 +71,12 @@ def against_reference(
             continue
         chosen = rank_configs(candidates).iloc[0]
         for _, config in configs.iterrows():
-            gain, low, high = welch_interval(
-                seeds[config["config_id"]], seeds[chosen["config_id"]], confidence
-            )
             if config["n_diverged"]:  # a diverged seed's last value is no outcome: no gain
                 gain = low = high = math.nan
+            else:
+                gain, low, high = welch_interval(
+                    seeds[config["config_id"]], seeds[chosen["config_id"]], confidence
+                )
             if sign < 0:
                 gain, low, high = -gain, -high, -low
             if config["config_id"] == chosen["config_id"]:
