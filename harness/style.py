@@ -438,13 +438,18 @@ def legend_of_settings(fig: Figure, styles: dict[str, dict], extra=()) -> None:
     figure_legend(fig, handles, labels, ncols=min(len(handles), 4))
 
 
+def plain_number(x: float) -> str:
+    """A log axis's tick label: 0.3, 2, 0.0245 (`_PlainLogFormatter`, `_OneTwoFiveLocator`)."""
+    return f"{x:g}"
+
+
 class _PlainLogFormatter(LogFormatter):
     """Log-axis labels as plain numbers (0.3, 2), not 3 x 10^-1; where a range of a few decades
     labels some minor ticks, 2 and 5 of each (matplotlib's 2, 3, 4 and 6: 0.3 and 0.4 touch
     on a panel with two decades)."""
 
     def _num_to_string(self, x, vmin, vmax):
-        return f"{x:g}"
+        return plain_number(x)
 
     def set_locs(self, locs=None):
         super().set_locs(locs)
@@ -479,7 +484,7 @@ class _OneTwoFiveLocator(LogLocator):
             self.set_params(subs=(1.0,))
             return super().tick_values(vmin, vmax)
         fallback, most = None, -1
-        for ticks in self._candidates(vmin, vmax):
+        for ticks in self._candidates(low, high):
             if not self._labels_fit(ticks, low, high):
                 continue
             shown = ((ticks >= low) & (ticks <= high)).sum()
@@ -489,27 +494,25 @@ class _OneTwoFiveLocator(LogLocator):
                 fallback, most = ticks, shown
         return fallback if fallback is not None else ticks  # none fits: the fewest ticks
 
-    def _candidates(self, vmin, vmax):
+    def _candidates(self, low, high):
         """The tick sets in order of preference: 1-2-5, 1-2-3-5, then evenly spaced, fewer
-        and fewer."""
+        and fewer (the last: the fewest)."""
         for subs in ((1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0)):
             self.set_params(subs=subs)
-            yield super().tick_values(vmin, vmax)
+            yield super().tick_values(low, high)
         for bins in (5, 4, 3, 2, 1):
-            yield MaxNLocator(nbins=bins, steps=[1, 2, 2.5, 5, 10]).tick_values(
-                *sorted((vmin, vmax))
-            )
+            yield MaxNLocator(nbins=bins, steps=[1, 2, 2.5, 5, 10]).tick_values(low, high)
 
     def _labels_fit(self, ticks: np.ndarray, low: float, high: float) -> bool:
         """Whether the labels of `ticks` in view keep TICK_LABEL_GAP apart on this axis (its
-        length and its tick labels' font; `_PlainLogFormatter`'s text); True off an axis."""
+        length and its tick labels' font and text); True off an axis."""
         axis = self.axis
         if axis is None or axis.axes is None or axis.axis_name != "x":
             return True
         shown = ticks[(ticks >= low) & (ticks <= high)]
         length = axis.axes.bbox.width * 72 / axis.get_figure(root=True).dpi  # points
         font = axis.majorTicks[0].label1.get_fontproperties()  # as drawn: set when made
-        widths = np.array([_label_width(f"{t:g}", font) for t in shown])
+        widths = np.array([_label_width(plain_number(t), font) for t in shown])
         at = length * np.log(shown / low) / np.log(high / low)
         return bool(np.all(np.diff(at) >= (widths[:-1] + widths[1:]) / 2 + TICK_LABEL_GAP))
 
