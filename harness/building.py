@@ -15,7 +15,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import get_method, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from harness.catalogue import HARNESS_KEYS, RUN_LENGTH_ARGUMENTS
+from harness.catalogue import HARNESS_KEYS, RUN_LENGTH_ARGUMENTS, is_library_default
 from harness.errors import ConfigError, HarnessError
 
 if TYPE_CHECKING:
@@ -158,9 +158,10 @@ def optimizer_and_schedule(
 def optimizer_factory(node: DictConfig, iterations: int) -> Callable[..., Any]:
     """`params -> optimizer` of config `node` for a run of `iterations` steps, as
     `optimizer_and_schedule` builds it (split parameters, the run's length where the config
-    leaves it null, tuples where declared): what the stacking probe builds, too."""
+    leaves it null, values as the constructor declares them): what the stacking probe builds,
+    too."""
     run_length = {k: iterations for k in RUN_LENGTH_ARGUMENTS if k in node and node[k] is None}
-    constructor = _tuples_where_declared(build(_without_harness_keys(node)))
+    constructor = _as_declared(build(_without_harness_keys(node)))
 
     def factory(params, **hyperparameters: Any) -> Any:
         return constructor(split_parameters(node, params), **run_length, **hyperparameters)
@@ -168,24 +169,46 @@ def optimizer_factory(node: DictConfig, iterations: int) -> Callable[..., Any]:
     return factory
 
 
-def _tuples_where_declared(factory: Any) -> Any:
-    """`factory` (a partial of a constructor) with the lists a config holds as tuples where the
-    constructor's default is a tuple (betas, QHAdam's nus): some third-party constructors check
-    isinstance(value, tuple) and read a list as something else."""
+def _as_declared(factory: Any) -> Any:
+    """`factory` (a partial of a constructor) with each value a config holds turned into what
+    the constructor declares by its default: a list into a tuple where the default is a tuple
+    (betas, QHAdam's nus: some third-party constructors check isinstance(value, tuple)); a
+    dtype's name into the dtype; a function's dotted name into the function; and the
+    LIBRARY_DEFAULT marker left out of the call, so that the constructor's own default applies
+    (harness.catalogue)."""
     if not isinstance(factory, functools.partial):
         return factory
     try:
         declared = inspect.signature(factory.func).parameters
     except (TypeError, ValueError):  # a builtin without a signature
         return factory
-    keywords = {
-        key: tuple(value)
-        if isinstance(value, list)
-        and isinstance(getattr(declared.get(key), "default", None), tuple)
-        else value
-        for key, value in factory.keywords.items()
-    }
+    keywords = {}
+    for key, value in factory.keywords.items():
+        if is_library_default(value):
+            continue
+        default = getattr(declared.get(key), "default", None)
+        keywords[key] = _declared_value(key, value, default)
     return functools.partial(factory.func, *factory.args, **keywords)
+
+
+def _declared_value(key: str, value: Any, default: Any) -> Any:
+    if isinstance(value, list) and isinstance(default, tuple):
+        return tuple(value)
+    if isinstance(value, str) and isinstance(default, torch.dtype):
+        dtype = getattr(torch, value, None)
+        if not isinstance(dtype, torch.dtype):
+            raise ConfigError(
+                f"optimizer.{key} must name a torch dtype (float32, ...), got {value!r}"
+            )
+        return dtype
+    if isinstance(value, str) and callable(default) and default is not inspect.Parameter.empty:
+        try:
+            return _located(value)
+        except Exception:
+            raise ConfigError(
+                f"optimizer.{key} must name a function (torch.max, ...), got {value!r}"
+            ) from None
+    return value
 
 
 def build_optimizer(job: Job, model: torch.nn.Module, iterations: int):

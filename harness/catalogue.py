@@ -12,7 +12,12 @@ Names: torch.optim's classes in lower case (`lbfgs`, `rprop`, ...); schedulefree
 (`lion`, `adan`, `soap`, ...), with `pto_` in front where torch.optim has the name already
 (`pto_adamax` is pytorch-optimizer's AdaMax). A constructor argument without a default is left
 `???` (the run says which key to set), but for the run's length (Ranger21's `num_iterations`):
-null, which the run fills with its number of steps.
+null, which the run fills with its number of steps. A default a config cannot hold is never
+written as null (which the constructor would read as a setting of its own): a torch dtype is
+its name (`momentum_dtype: bfloat16`, overridable by name), any other value (a function, such
+as ADOPT's clipping schedule or AdaShift's `torch.max`) the marker `<library default: ...>`,
+which the builder leaves out of the call so that the constructor's own default applies
+(harness.building.optimizer_factory).
 
 Importing pytorch-optimizer costs about 2 s, so nothing here imports a package until a name
 outside the curated files is asked for.
@@ -23,6 +28,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +42,8 @@ HARNESS_KEYS = ("param_split",)
 # Constructor arguments without a default that the run supplies when the config leaves them
 # null: its length in optimizer steps (Ranger21 plans its warm-up and warm-down by it).
 RUN_LENGTH_ARGUMENTS = ("num_iterations",)
+# A default no config can hold, kept out of the constructor's call: "<library default: what>".
+LIBRARY_DEFAULT = "<library default: "
 PREFIX_SHADOWED = "pto_"
 PREFIX_SCHEDULEFREE = "schedulefree_"
 
@@ -92,14 +100,40 @@ def catalogue() -> dict[str, type]:
 
 def _yaml_value(value: Any) -> Any:
     """A default as a config holds it: tuples as lists (floats, inf included, as they are); a
-    one-element tensor as its number; anything else a config cannot hold (a callable) as None."""
+    one-element tensor as its number; a torch dtype by name; anything else (a function) as the
+    LIBRARY_DEFAULT marker that names it, never as None (a setting of its own to many
+    constructors: ADOPT reads clip_lambda=None as "no clipping")."""
     if isinstance(value, tuple | list):
         return [_yaml_value(v) for v in value]
     if isinstance(value, bool | int | float | str) or value is None:
         return value
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         return value.item()
-    return None
+    if isinstance(value, torch.dtype):
+        return str(value).removeprefix("torch.")
+    return f"{LIBRARY_DEFAULT}{_described(value)}>"
+
+
+def is_library_default(value: Any) -> bool:
+    """Whether a config value is the LIBRARY_DEFAULT marker (the constructor's own default)."""
+    return isinstance(value, str) and value.startswith(LIBRARY_DEFAULT)
+
+
+def _described(value: Any) -> str:
+    """A default no config can hold, as a reader knows it: a lambda by its source
+    (`lambda step: math.pow(step, 0.25)`), a function by its dotted name (`torch.max`)."""
+    name = getattr(value, "__name__", None)
+    if name == "<lambda>":
+        try:
+            found = re.search(r"\blambda\b.*", inspect.getsource(value))
+            if found:
+                return found.group().strip().rstrip(",").strip()
+        except (OSError, TypeError):
+            pass
+    if name is not None:
+        module = getattr(value, "__module__", None) or type(value).__module__
+        return f"{module}.{name}" if module else name
+    return type(value).__qualname__
 
 
 def hyperparameters(cls: Callable) -> dict[str, Any]:

@@ -11,8 +11,9 @@ from hydra.utils import get_class
 from omegaconf import OmegaConf
 
 from conftest import CONF_DIR, REPO, SMALL_RUN, compose_config
-from harness.building import build, optimizer_and_schedule
+from harness.building import build, optimizer_and_schedule, optimizer_factory
 from harness.catalogue import HARNESS_KEYS, NOT_HYPERPARAMETERS, RUN_LENGTH_ARGUMENTS, catalogue
+from harness.errors import ConfigError
 
 CURATED = sorted(p.stem for p in (CONF_DIR / "optimizer").glob("*.yaml"))
 # Names the catalogue must hold: the optimizers a user asks about (issue 18), by package.
@@ -155,3 +156,23 @@ def test_a_muon_like_optimizer_gets_its_parameter_split_recorded_in_the_config()
         id(net[2].bias),
     }
     assert rest["lr"] == cfg.optimizer.adamw_lr and muon["lr"] == cfg.optimizer.lr
+
+
+def test_a_default_no_config_can_hold_is_the_librarys_own_and_a_dtype_is_named():
+    def built(node):
+        return optimizer_factory(node, 10)([torch.nn.Parameter(torch.ones(2))])
+
+    adopt = compose_config(["optimizer=adopt"]).optimizer
+    assert adopt.clip_lambda == "<library default: lambda step: math.pow(step, 0.25)>"
+    library = inspect.signature(catalogue()["adopt"]).parameters["clip_lambda"].default
+    assert built(adopt).clip_lambda is library
+    factor = compose_config(["optimizer=pto_adafactor"]).optimizer
+    assert factor.momentum_dtype == "bfloat16"
+    assert built(factor).momentum_dtype is torch.bfloat16
+    factor.momentum_dtype = "float32"
+    assert built(factor).momentum_dtype is torch.float32
+    factor.momentum_dtype = "float33"
+    with pytest.raises(ConfigError, match="must name a torch dtype"):
+        optimizer_factory(factor, 10)
+    shift = compose_config(["optimizer=adashift", "optimizer.reduce_func=torch.mean"]).optimizer
+    assert built(shift).reduce_func is torch.mean
