@@ -70,7 +70,8 @@ def _train_app(cfg: DictConfig) -> RunRecord | None:
         if hydra_cfg.mode == RunMode.MULTIRUN:
             log_progress(hydra_cfg)
             config = OmegaConf.to_container(cfg, resolve=True)
-            record = resumed(config, Path(hydra_cfg.sweep.dir), run_dir)
+            choices = dict(hydra_cfg.runtime.choices)
+            record = resumed(config, Path(hydra_cfg.sweep.dir), run_dir, choices)
             if record is not None:
                 return record
             if requested_engine(cfg) == "stacked":

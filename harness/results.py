@@ -73,7 +73,8 @@ def read_finished(sweep_dir: Path, run_dir: str) -> RunRecord:
         return read_run(sweep_dir / run_dir)
     table = pd.read_parquet(sweep_dir / RUNS_TABLE)
     row = table[table["run_dir"] == run_dir].iloc[0]
-    present = {k: v for k, v in row.items() if not _missing(v)}
+    # as Python values (numpy's would be written to a run.json as strings)
+    present = {k: v.item() if hasattr(v, "item") else v for k, v in row.items() if not _missing(v)}
     final = {
         k.removeprefix("final_"): v
         for k, v in present.items()
@@ -92,6 +93,39 @@ def read_finished(sweep_dir: Path, run_dir: str) -> RunRecord:
             },
         }
     )
+
+
+def copy_finished(
+    source_dir: Path, source_run: str, run_dir: Path, config: dict[str, Any], choices: dict
+) -> RunRecord:
+    """The finished run `source_run` of the study in `source_dir` written again as the run
+    folder `run_dir` of another study, which computes the same (its `config`, whose hash is the
+    source run's, and config-group `choices`): its record and curves, from its folder where it
+    has one, else from the source's consolidated tables; `reused_from` says where it trained."""
+    record = dict(read_finished(source_dir, source_run))
+    record |= {"config": config, "choices": choices, "reused_from": str(source_dir / source_run)}
+    folder = source_dir / source_run
+    if (folder / METRICS_FILE).exists():
+        metrics = pd.read_parquet(folder / METRICS_FILE)
+    else:
+        metrics = _consolidated_curves(source_dir / CURVES_TABLE).get(source_run)
+        if metrics is None:
+            raise DataError(f"{source_dir / CURVES_TABLE} holds no curves of run {source_run}")
+    write_run(run_dir, record, metrics[METRIC_COLUMNS].reset_index(drop=True))
+    return RunRecord(record)
+
+
+def _consolidated_curves(path: Path) -> dict[str, pd.DataFrame]:
+    stat = path.stat()
+    return _curves_by_run(str(path), stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=2)
+def _curves_by_run(path: str, mtime_ns: int) -> dict[str, pd.DataFrame]:
+    """A consolidated curves table split by run, read once per process (a study's reuse reads
+    every run of it)."""
+    curves = pd.read_parquet(path)
+    return {str(run): frame for run, frame in curves.groupby("run_dir", sort=False)}
 
 
 def _missing(value: Any) -> bool:

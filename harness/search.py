@@ -14,6 +14,17 @@ trial drew.
         default: {optimizer.lr: "tag(log, interval(1e-4, 3.0))"}
         yellowfin: {}       # nothing to tune: one trial at its defaults
 
+Where each optimizer's rate lives (`tune.centre`, `tune.beyond_edge`): with
+`centre: {optimizer.lr: 2}` a combination searches the rate over its own range, two decades
+each way of the rate its config holds (its library's default for a catalogue name, the file's
+for a curated one; the space as written where it holds none), with the same budget. Its trials
+stay uniform random draws over that range, and are the plain search's draws wherever that range
+and the space as written overlap (`centred_trials`: a study run again under the new protocol
+trains only the trials that are new). With `beyond_edge: {decades: 2, rounds: 2}`, a pick at the
+edge of its range (the best trial by the validation rule is the smallest or largest rate
+tried) is searched again beyond that edge, `decades` more at the same density of trials, up to
+`rounds` times (the tuning sweeper plans each round from the last one's results).
+
 Each key's range is written in Hydra's sweep grammar, as Hydra's Optuna sweeper reads it:
 `interval(a, b)` (uniform), `tag(log, interval(a, b))` (log-uniform), `choice(x, y, ...)`,
 `range(start, stop, step)`. On the command line, as with the Optuna sweeper, an interval names a
@@ -27,7 +38,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,6 +151,35 @@ def check_protocol(tune: Mapping[str, Any] | None) -> None:
         raise ConfigError(f"tune.seed must be an integer, got {tune.get('seed')!r}")
     for name in tune.get("space") or {}:
         search_space(tune, name)
+    _check_edges(tune)
+
+
+def _check_edges(tune: Mapping[str, Any]) -> None:
+    """One line for a `tune.centre` or `tune.beyond_edge` that cannot run."""
+    entry, edge = tune.get("centre"), tune.get("beyond_edge")
+    if entry:
+        decades = next(iter(entry.values())) if isinstance(entry, Mapping) else None
+        if len(entry) != 1 or not _positive(decades):
+            raise ConfigError(
+                f"tune.centre must name one key and its decades each way, e.g. "
+                f"{{optimizer.lr: 2}}; got {entry!r}"
+            )
+        if tune["method"] != "random":
+            raise ConfigError("tune.centre needs tune.method=random (its draws are random)")
+    if edge:
+        if not entry:
+            raise ConfigError("tune.beyond_edge needs tune.centre: the key whose edge it searches")
+        given = edge if isinstance(edge, Mapping) else {}
+        rounds = given.get("rounds")
+        if not _positive(given.get("decades")) or not isinstance(rounds, int) or rounds < 1:
+            raise ConfigError(
+                "tune.beyond_edge needs decades > 0 and rounds >= 1, e.g. {decades: 2, rounds: 2}"
+                f"; got {edge!r}"
+            )
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
 
 
 def with_command_line_spaces(
@@ -198,10 +238,10 @@ def trials(
         points = max(1, math.floor(budget ** (1 / intervals) + 1e-9)) if intervals else 1
         axes = [[f"{d.key}={_text(v)}" for v in d.grid(points)] for d in dimensions]
         return [list(t) for t in itertools.product(*axes)]
-    rng, found, seen = _rng(seed, combination), [], set()
+    draws, found, seen = _draws(dimensions, seed, combination), [], set()
     for _ in range(budget):
         for _ in range(REDRAWS):
-            trial = [f"{d.key}={_text(d.draw(rng))}" for d in dimensions]
+            trial = _overrides(next(draws))
             if tuple(trial) not in seen:
                 break
         if tuple(trial) in seen:  # a small discrete space: fewer distinct trials than budget
@@ -211,7 +251,190 @@ def trials(
     return found
 
 
+def _draws(
+    dimensions: Sequence[Dimension], seed: int, combination: Sequence[str]
+) -> Iterator[dict[str, Any]]:
+    """The random search's endless sequence of draws for one combination, in order: its
+    first `budget` are the combination's trials (`trials`)."""
+    rng = _rng(seed, combination)
+    while True:
+        yield {d.key: d.draw(rng) for d in dimensions}
+
+
+def _overrides(trial: Mapping[str, Any]) -> list[str]:
+    return [f"{k}={_text(v)}" for k, v in trial.items()]
+
+
+Range = tuple[float, float]
+
+
+def _width(pieces: Sequence[Range]) -> float:
+    return sum(math.log(high / low) for low, high in pieces)
+
+
+def _inside(pieces: Sequence[Range], low: float, high: float) -> list[Range]:
+    found = [(max(a, low), min(b, high)) for a, b in pieces]
+    return [(a, b) for a, b in found if a < b]
+
+
+def _outside(pieces: Sequence[Range], low: float, high: float) -> list[Range]:
+    found = [(a, min(b, low)) for a, b in pieces] + [(max(a, high), b) for a, b in pieces]
+    return [(a, b) for a, b in found if a < b]
+
+
+def _log_uniform(rng: np.random.Generator, pieces: Sequence[Range]) -> float:
+    """A draw log-uniform over a union of intervals (each piece by its width)."""
+    u = rng.uniform(0.0, _width(pieces))
+    for low, high in pieces:
+        if u <= math.log(high / low):
+            return low * math.exp(u)
+        u -= math.log(high / low)
+    return pieces[-1][1]
+
+
+def centred_range(dimension: Dimension, value: float | None, decades: float) -> Range:
+    """A key's own range: `decades` each way of the value its config holds (geometrically);
+    the space as written where it holds none."""
+    if value is None or not isinstance(value, int | float) or value <= 0:
+        return (dimension.low, dimension.high)
+    return (value / 10**decades, value * 10**decades)
+
+
+def centred_trials(
+    dimensions: Sequence[Dimension],
+    key: str,
+    region: Range,
+    count: int,
+    seed: int,
+    combination: Sequence[str],
+) -> list[list[str]]:
+    """`count` trials whose `key` is log-uniform over `region` (its other dimensions drawn from
+    their spaces), reusing the plain search's draws (`trials`) where `region` overlaps the
+    space as written: each trial falls inside that overlap with the probability of its share
+    of `region`'s width, and is then the next of the plain search's draws that lies there (the
+    first of them are the plain search's own trials); otherwise a fresh draw over the rest of
+    `region`. The trials are independent and uniform over `region` either way."""
+    base = next(d for d in dimensions if d.key == key)
+    if not base.log:
+        raise ConfigError(f"tune.centre: {key} needs a log-scale interval, tag(log, interval(..))")
+    inside = _inside([region], base.low, base.high)
+    outside = _outside([region], base.low, base.high)
+    share = _width(inside) / _width([region])
+    tag = f"{region[0]:.6g}:{region[1]:.6g}"
+    coin = _rng(seed, [*combination, f"coin {tag}"])
+    fresh = _rng(seed, [*combination, f"outside {tag}"])
+    plain = _draws(dimensions, seed, combination)
+    found = []
+    for _ in range(count):
+        if outside and coin.uniform() >= share:
+            trial = {
+                d.key: _log_uniform(fresh, outside) if d.key == key else d.draw(fresh)
+                for d in dimensions
+            }
+        else:
+            trial = next(t for t in plain if any(a <= t[key] <= b for a, b in inside))
+        found.append(_overrides(trial))
+    return found
+
+
 Shortlister = Callable[[list[str], list[str]], list[dict[str, Any]]]
+# The value of a key in the config of a combination (its overrides as given): where a centred
+# range is centred.
+ValueOf = Callable[[list[str], str], Any]
+
+
+@dataclass
+class Combination:
+    """One combination of a tuning study's grid axes (the seed aside): its overrides, its seeds,
+    the space it draws from and, where its rate is centred (`tune.centre`), the range searched
+    so far (widened by each round beyond an edge) and the first round's."""
+
+    fixed: list[str]
+    seeds: list[str]
+    stream: list[str]  # what its random draws are keyed by: where a run executes is not
+    given: list[str]  # its overrides as given (a value its space overrides included)
+    space: list[Dimension]
+    region: Range | None = None
+    first: Range | None = None
+
+    def jobs(self, found: Sequence[Sequence[str]]) -> list[list[str]]:
+        """Each trial of `found` with every seed."""
+        return [[*self.fixed, *t, *([s] if s else [])] for t in found for s in self.seeds or [None]]
+
+
+def centre(tune: Mapping[str, Any]) -> tuple[str, float] | None:
+    """(key, decades) of `tune.centre`, or None."""
+    entry = tune.get("centre") or {}
+    return next(iter(entry.items())) if entry else None
+
+
+def combinations_of(
+    combinations: Sequence[Sequence[str]], tune: Mapping[str, Any], default_optimizer: str
+) -> list[Combination]:
+    """The combinations of a study's grid axes (the basic sweeper's expansion; the seed axis
+    gathered), each with its optimizer's search space (`default_optimizer`: the config's
+    optimizer choice when no axis names one)."""
+    seeds_of: dict[tuple[str, ...], list[str]] = {}
+    for combination in combinations:
+        rest = tuple(o for o in combination if override_key(o) != "seed")
+        seeds = seeds_of.setdefault(rest, [])
+        seeds += [o for o in combination if override_key(o) == "seed" and o not in seeds]
+    found = []
+    for rest, seeds in seeds_of.items():
+        optimizer = next(
+            (o.split("=", 1)[1] for o in rest if override_key(o) == "optimizer"), default_optimizer
+        )
+        space = search_space(tune, optimizer)
+        tuned = {d.key for d in space}
+        fixed = [o for o in rest if override_key(o) not in tuned]  # the space overrides an axis
+        stream = [o for o in fixed if not executes(override_key(o))]
+        found.append(Combination(fixed, seeds, stream, list(rest), space))
+    return found
+
+
+def first_trials(
+    combination: Combination,
+    tune: Mapping[str, Any],
+    shortlisted: Shortlister | None = None,
+    value_of: ValueOf | None = None,
+) -> list[list[str]]:
+    """A combination's trials before any round beyond an edge: its draws from its space (over
+    its own range where `tune.centre` centres one and `value_of` gives the config's value), or
+    with method `shortlist` the tune.budget best of the earlier study in tune.source
+    (`shortlisted(overrides, keys)`: their values, best first); without `shortlisted`, it
+    counts tune.budget trials (at most that many train)."""
+    space, budget = combination.space, tune["budget"]
+    if tune["method"] == SHORTLIST:
+        if shortlisted is None or not space:
+            return [[] for _ in range(budget if space else 1)]
+        keys = [d.key for d in space]
+        return [
+            _overrides({k: values[k] for k in keys})
+            for values in shortlisted(combination.fixed, keys)
+        ]
+    centred = centre(tune)
+    dimension = next((d for d in space if centred and d.key == centred[0]), None)
+    if dimension is None or value_of is None:
+        return trials(space, tune["method"], budget, tune["seed"], combination.stream)
+    key, decades = centred
+    region = centred_range(dimension, value_of(combination.given, key), decades)
+    combination.region = combination.first = region
+    return centred_trials(space, key, region, budget, tune["seed"], combination.stream)
+
+
+def beyond_edge(combination: Combination, side: str, tune: Mapping[str, Any]) -> list[list[str]]:
+    """The trials of one more round beyond the `side` ("low" or "high") edge of a combination's
+    centred range: `tune.beyond_edge.decades` more, at its first round's density of trials.
+    Widens the combination's range."""
+    key, _ = centre(tune)
+    low, high = combination.region
+    width = 10 ** tune["beyond_edge"]["decades"]
+    region = (low / width, low) if side == "low" else (high, high * width)
+    combination.region = (region[0], high) if side == "low" else (low, region[1])
+    count = round(tune["budget"] * _width([region]) / _width([combination.first]))
+    return centred_trials(
+        combination.space, key, region, max(1, count), tune["seed"], combination.stream
+    )
 
 
 def tuning_jobs(
@@ -219,40 +442,15 @@ def tuning_jobs(
     tune: Mapping[str, Any],
     default_optimizer: str,
     shortlisted: Shortlister | None = None,
+    value_of: ValueOf | None = None,
 ) -> list[list[str]]:
-    """Every job of a tuning study: for each combination of the grid axes (seed aside), its
-    trials, each with every seed of the seed axis. `combinations` are the basic sweeper's
-    expansion of the axes; `default_optimizer` is the config's optimizer choice when an axis
-    does not name one. With method `shortlist`, a combination's trials are the tune.budget
-    best of the earlier study in tune.source (`shortlisted(overrides, keys)`: their values,
-    best first); without `shortlisted`, every combination counts tune.budget trials (at most
-    that many train)."""
-    groups: dict[tuple[str, ...], list[str]] = {}
-    for combination in combinations:
-        rest = tuple(o for o in combination if override_key(o) != "seed")
-        seeds = [o for o in combination if override_key(o) == "seed"]
-        groups.setdefault(rest, []).extend(s for s in seeds if s not in groups.get(rest, []))
-    jobs = []
-    for rest, seeds in groups.items():
-        optimizer = next(
-            (o.split("=", 1)[1] for o in rest if override_key(o) == "optimizer"), default_optimizer
-        )
-        space = search_space(tune, optimizer)
-        tuned = {d.key for d in space}
-        fixed = [o for o in rest if override_key(o) not in tuned]  # the space overrides an axis
-        # Where or how fast a run executes (threads, device, ...) does not change its draws.
-        stream = [o for o in fixed if not executes(override_key(o))]
-        if tune["method"] != SHORTLIST:
-            found = trials(space, tune["method"], tune["budget"], tune["seed"], stream)
-        elif shortlisted is None or not space:
-            found = [[] for _ in range(tune["budget"] if space else 1)]
-        else:
-            keys = [d.key for d in space]
-            best = shortlisted(fixed, keys)
-            found = [[f"{k}={_text(values[k])}" for k in keys] for values in best]
-        for trial in found:
-            jobs += [[*fixed, *trial, *([s] if s else [])] for s in (seeds or [None])]
-    return jobs
+    """Every job of a tuning study's first round: for each combination of the grid axes (seed
+    aside), its trials (`first_trials`), each with every seed of the seed axis."""
+    return [
+        job
+        for combination in combinations_of(combinations, tune, default_optimizer)
+        for job in combination.jobs(first_trials(combination, tune, shortlisted, value_of))
+    ]
 
 
 def tuned_keys(tune: Mapping[str, Any]) -> list[str]:

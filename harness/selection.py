@@ -41,8 +41,9 @@ def tuned_keys(config: dict[str, Any]) -> list[str]:
     return sorted(k for k, v in flat_config(config).items() if str(v).startswith(f"${{{RESOLVER}:"))
 
 
-def _group(identity: dict[str, Any], dropped: list[str]) -> str:
-    """The hash of an identity with the tuned and phase keys left out."""
+def group_of(identity: dict[str, Any], dropped: list[str]) -> str:
+    """The hash of an identity with the tuned and phase keys left out: the group of tuning
+    runs one choice is made among."""
     return identity_hash(
         {
             k: v
@@ -90,13 +91,43 @@ def choose(runs: pd.DataFrame, keys: list[str], phase_keys: list[str]) -> pd.Dat
     chosen config's summary row (best_configs, on the validation metric), with `group`, the
     group's hash, and `n_trials`."""
     dropped = [*keys, *phase_keys]
-    groups = [_group(json.loads(c), dropped) for c in runs["config"]]
+    groups = [group_of(json.loads(c), dropped) for c in runs["config"]]
     summary = analysis.summarize(runs.assign(_group=groups))
     summary["group"] = summary["config_id"].map(dict(zip(runs["config_id"], groups, strict=True)))
     trials = summary.groupby("group")["config_id"].nunique()
     # a group's trials may differ in the phase keys too (a shortlist's, at another length)
     best = analysis.best_configs(summary, tune=[*keys, *phase_keys])
     return best.assign(n_trials=best["group"].map(trials))
+
+
+def edges(source: str | Path, key: str) -> dict[str, str]:
+    """Per group of the tuning runs in `source` (configs equal but for `key` and the seed) whose
+    chosen config (`choose`: validation only) holds the smallest or the largest value of `key`
+    the group tried, of two or more: "low" or "high"."""
+    runs = load_runs(source)
+    chosen = choose(runs, [key], [])
+    sides = _sides(runs, chosen, key, [key])
+    return {g: side for g, side in zip(chosen["group"], sides, strict=True) if side}
+
+
+def _sides(
+    runs: pd.DataFrame, chosen: pd.DataFrame, key: str, dropped: list[str]
+) -> list[str | None]:
+    """For each chosen config (a row of `choose`): "low" or "high" where its value of `key` is
+    the smallest or largest its group (configs equal but for `dropped` and the seed) tried, of
+    two or more values; else None."""
+    values = pd.Series([json.loads(c).get(key) for c in runs["config"]], index=runs.index)
+    groups = [group_of(json.loads(c), dropped) for c in runs["config"]]
+    tried = values.groupby(groups).agg(["min", "max", "nunique"])
+    picked = dict(zip(runs["config_id"], values, strict=True))
+    sides = []
+    for config_id, group in zip(chosen["config_id"], chosen["group"], strict=True):
+        low, high, n = tried.loc[group]
+        value = picked[config_id]
+        sides.append(
+            None if n < 2 else "low" if value == low else "high" if value == high else None
+        )
+    return sides
 
 
 def shortlist(
@@ -108,7 +139,7 @@ def shortlist(
     study tried fewer. ConfigError (one line) when the study has no run of that config."""
     runs = tuning_runs(source)
     ranked = _ranked(id(runs), runs, tuple(keys), tuple(phase_keys))
-    mine = ranked.get(_group(identity, [*keys, *phase_keys]))
+    mine = ranked.get(group_of(identity, [*keys, *phase_keys]))
     if mine is None:
         raise ConfigError(
             f"no tuning run in {source} has this config but for {', '.join(keys)}, the seed and "
@@ -129,7 +160,7 @@ def _ranked(runs_id: int, runs: pd.DataFrame, keys: tuple, phase_keys: tuple) ->
     if key not in _RANKED:
         _RANKED.clear()  # a newer table: the old rankings are stale
         dropped = [*keys, *phase_keys]
-        groups = {c: _group(json.loads(config), dropped) for c, config in _configs(runs).items()}
+        groups = {c: group_of(json.loads(config), dropped) for c, config in _configs(runs).items()}
         summary = analysis.summarize(runs)
         summary["group"] = summary["config_id"].map(groups)
         # ranked once: the rule's order within a group is its order in the whole table
@@ -179,7 +210,7 @@ def resolve_tuned(key: str, *, _root_: DictConfig) -> Any:
     identity = identity_config(OmegaConf.to_container(OmegaConf.create(raw), resolve=True))
     runs = tuning_runs(str(source))
     chosen = _chosen(id(runs), runs, tuple(keys), tuple(phase_keys))
-    match = chosen[chosen["group"] == _group(identity, [*keys, *phase_keys])]
+    match = chosen[chosen["group"] == group_of(identity, [*keys, *phase_keys])]
     if match.empty:
         choices = OmegaConf.select(_root_, "hydra.runtime.choices", default=None) or {}
         named = ", ".join(f"{g}={choices[g]}" for g in ("model", "optimizer") if g in choices)
@@ -203,17 +234,9 @@ def selection_table(source: str, keys: list[str], phase_keys: list[str]) -> pd.D
         table[key] = [_value(row, runs, key) for _, row in chosen.iterrows()]
     table["n_trials"] = chosen["n_trials"]
     # A choice at the smallest or largest value the study tried: the best may lie beyond it.
-    groups = [_group(json.loads(c), [*keys, *phase_keys]) for c in runs["config"]]
-    tried = runs.assign(group=groups).groupby("group")
-    table["at the edge"] = [
-        ", ".join(
-            k
-            for k in keys
-            if len(set(tried.get_group(g)[k])) > 1
-            and table.loc[i, k] in (tried.get_group(g)[k].min(), tried.get_group(g)[k].max())
-        )
-        for i, g in zip(table.index, chosen["group"], strict=True)
-    ]
+    dropped = [*keys, *phase_keys]
+    sides = {k: _sides(runs, chosen, k, dropped) for k in keys}
+    table["at the edge"] = [", ".join(k for k in keys if sides[k][i]) for i in range(len(table))]
     table[metric] = chosen[f"{metric}_mean"]
     if f"{test}_mean" in chosen and test != metric:
         table[test] = chosen[f"{test}_mean"]

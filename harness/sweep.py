@@ -37,6 +37,7 @@ from harness.results import (
     RunRecord,
     atomic_write_bytes,
     collect,
+    copy_finished,
     read_finished,
     read_run,
 )
@@ -79,9 +80,11 @@ def tuning_protocol(config: DictConfig) -> tuple[dict[str, Any], list]:
 def sweep_jobs(config: DictConfig, compose: Callable | None = None) -> list[list[str]]:
     """The overrides of every job of the sweep `config` describes, as Hydra's basic sweeper
     expands them (preset `hydra.sweeper.params` first, command-line overrides replacing axes);
-    for a tuning study (hydra/sweeper=tune), every trial of every combination of those axes.
-    A shortlist (tune.method=shortlist) reads its trials from its earlier study for each
-    combination's config, which `compose(overrides)` gives (without it: an upper bound)."""
+    for a tuning study (hydra/sweeper=tune), every trial of the first round of every
+    combination of those axes (`TuningPlan`). A shortlist (tune.method=shortlist) reads its
+    trials from its earlier study, and a centred range (tune.centre) is centred on a value, of
+    each combination's config, which `compose(overrides)` gives (without it: an upper bound,
+    and the space as written)."""
     if config.hydra.sweeper.get("_target_") != TUNING_SWEEPER:
         overrides = _sweep_overrides(config)
         if any(o.is_interval_sweep() for o in overrides):
@@ -90,25 +93,86 @@ def sweep_jobs(config: DictConfig, compose: Callable | None = None) -> list[list
                 "hydra/sweeper=tune (as experiment=course_tune does) or the Optuna sweeper"
             )
         return [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
-    from harness.search import tuning_jobs
+    return TuningPlan(config, compose).jobs
 
-    tune, overrides = tuning_protocol(config)
-    jobs = [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
-    default_optimizer = config.hydra.runtime.choices.get("optimizer")
-    if compose is None:
-        return tuning_jobs(jobs, tune, default_optimizer)
 
-    def shortlisted(fixed: list[str], keys: list[str]) -> list[dict[str, Any]]:
+class TuningPlan:
+    """A tuning study's jobs: its first round's (`jobs`), then, where `tune.beyond_edge` asks,
+    the rounds that search again beyond a pick at the edge of its range (`next_round`), planned
+    from the consolidated results of the rounds before."""
+
+    def __init__(self, config: DictConfig, compose: Callable | None = None) -> None:
+        from harness.search import combinations_of, first_trials
+
+        self.tune, overrides = tuning_protocol(config)
+        expanded = [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+        default_optimizer = config.hydra.runtime.choices.get("optimizer")
+        self.combinations = combinations_of(expanded, self.tune, default_optimizer)
+        self.compose, self.rounds = compose, 0
+        self._identities: dict[tuple[str, ...], dict[str, Any]] = {}
+        shortlisted = value_of = None
+        if compose is not None:
+            shortlisted, value_of = self._shortlisted, self._value_of
+        self.jobs = [
+            job
+            for c in self.combinations
+            for job in c.jobs(first_trials(c, self.tune, shortlisted, value_of))
+        ]
+
+    def _identity(self, fixed: list[str]) -> dict[str, Any]:
+        """The identity of the config of a combination's overrides (composed once)."""
         from harness.identity import identity_config
+
+        key = tuple(fixed)
+        if key not in self._identities:
+            job = self.compose(fixed)
+            task = {k: job[k] for k in job if k != "hydra"}
+            resolved = OmegaConf.to_container(OmegaConf.create(task), resolve=True)
+            self._identities[key] = identity_config(resolved)
+        return self._identities[key]
+
+    def _value_of(self, fixed: list[str], key: str) -> Any:
+        return self._identity(fixed).get(key)
+
+    def _shortlisted(self, fixed: list[str], keys: list[str]) -> list[dict[str, Any]]:
         from harness.selection import shortlist
 
-        job = compose(fixed)
-        task = {k: job[k] for k in job if k != "hydra"}
-        identity = identity_config(OmegaConf.to_container(OmegaConf.create(task), resolve=True))
-        phase_keys = list(tune.get("phase_keys") or [])
-        return shortlist(str(tune["source"]), identity, keys, phase_keys, tune["budget"])
+        phase_keys = list(self.tune.get("phase_keys") or [])
+        identity = self._identity(fixed)
+        return shortlist(str(self.tune["source"]), identity, keys, phase_keys, self.tune["budget"])
 
-    return tuning_jobs(jobs, tune, default_optimizer, shortlisted)
+    def next_round(self, sweep_dir: Path) -> list[list[str]]:
+        """The jobs of the next round beyond the edges (none once `tune.beyond_edge.rounds`
+        are done or no pick is at an edge): for each combination whose pick, by the rule that
+        chooses (validation only), is the smallest or largest value of the centred key it
+        tried, trials beyond that edge. Reads the sweep's results (consolidating them)."""
+        from harness.search import beyond_edge, centre
+        from harness.selection import edges, group_of
+
+        edge = self.tune.get("beyond_edge")
+        if not edge or self.compose is None or self.rounds >= edge["rounds"]:
+            return []
+        self.rounds += 1
+        collect(sweep_dir)
+        key, _ = centre(self.tune)
+        sides = edges(sweep_dir, key)
+        jobs = []
+        for combination in self.combinations:
+            side = combination.region and sides.get(
+                group_of(self._identity(combination.given), [key])
+            )
+            if side:
+                jobs += combination.jobs(beyond_edge(combination, side, self.tune))
+        return jobs
+
+
+def add_planned(sweep_dir: Path, runs: int) -> None:
+    """Count `runs` more in what the sweep's last invocation plans (a tuning study's round
+    beyond the edges): a study that reads this one waits for them too."""
+    marker = sweep_dir / SWEEP_FILE
+    state = json.loads(marker.read_text())
+    state["invocations"][-1]["jobs"] += runs
+    atomic_write_bytes(marker, json.dumps(state, indent=2).encode())
 
 
 def require_validation(config: DictConfig) -> None:
@@ -209,15 +273,36 @@ def already_finished(config: dict[str, Any], sweep_dir: Path, run_dir: Path) -> 
     return None
 
 
-def resumed(config: dict[str, Any], sweep_dir: Path, run_dir: Path) -> RunRecord | None:
+def resumed(
+    config: dict[str, Any], sweep_dir: Path, run_dir: Path, choices: dict[str, str] | None = None
+) -> RunRecord | None:
     """The resume step of every job of a sweep, whichever launcher runs it: the record of the run
     of this (resolved) config if it already finished in `sweep_dir` (logged as skipped: it is
-    not trained again), else None."""
+    not trained again), or in one of the earlier studies `sweep.reuse` names (copied into
+    `run_dir`, with `choices`, the job's config-group options), else None."""
     done = already_finished(config, sweep_dir, run_dir)
-    if done is None:
-        return None
-    log.info("skipped: this config already finished in %s", done)
-    return read_finished(sweep_dir, done)
+    if done is not None:
+        log.info("skipped: this config already finished in %s", done)
+        return read_finished(sweep_dir, done)
+    for source in (config.get("sweep") or {}).get("reuse") or []:
+        source_run = reuse_index(Path(source)).get(config_hash(config))
+        if source_run is not None:
+            log.info("reused: this config finished in %s", Path(source) / source_run)
+            return copy_finished(Path(source), source_run, run_dir, config, choices or {})
+    return None
+
+
+def reuse_index(source: Path) -> dict[str, str]:
+    """config hash -> run folder of the finished runs of an earlier study that a sweep reuses
+    (`sweep.reuse`), read once per process."""
+    if not source.is_dir():
+        raise ConfigError(f"sweep.reuse: no study folder {source}")
+    return _reuse_index(str(source.resolve()))
+
+
+@functools.lru_cache(maxsize=8)
+def _reuse_index(source: str) -> dict[str, str]:
+    return finished_runs(Path(source))
 
 
 def format_seconds(seconds: float) -> str:

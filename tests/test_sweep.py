@@ -95,6 +95,29 @@ def test_smoke_sweep_tables_and_resume(tmp_path):
     pd.testing.assert_frame_equal(pd.read_parquet(folder / "runs.parquet"), runs)
 
 
+def test_a_sweep_reuses_what_an_earlier_study_trained_and_trains_only_the_rest(tmp_path):
+    first = sweep(tmp_path, *TINY, "optimizer=sgd,adam", "model=net1", name="first")
+    assert first.returncode == 0, first.stderr
+    earlier = pd.read_parquet(tmp_path / "first" / "runs.parquet")
+    for run_json in (tmp_path / "first").rglob("run.json"):  # as committed: its tables alone
+        run_json.unlink()
+    again = sweep(
+        tmp_path, *TINY, "optimizer=sgd,adam,adagrad", "model=net1",
+        f"sweep.reuse=[{tmp_path / 'first'}]", name="second",
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count("reused: this config finished in") == 2
+    assert "run 1 of 1 done" in again.stdout  # adagrad alone trained
+    runs = load_runs(tmp_path / "second").set_index("config_hash")
+    old = earlier.set_index("config_hash")
+    for column in ["final_val_accuracy", "final_test_loss", "iterations", "step_time_alone_s"]:
+        pd.testing.assert_series_equal(runs.loc[old.index, column], old[column])
+    curves = load_curves(tmp_path / "second")
+    assert curves.groupby("optimizer").size().nunique() == 1  # every run has its whole curve
+    missing = sweep(tmp_path, *TINY, "model=net1", "sweep.reuse=[nowhere]", name="third")
+    assert missing.returncode == 2 and "sweep.reuse: no study folder nowhere" in missing.stderr
+
+
 def test_another_sweep_into_the_same_folder_is_refused_unless_appended(tmp_path):
     assert sweep(tmp_path, *TINY, "optimizer=sgd,adam", "model=net1").returncode == 0
     refused = sweep(tmp_path, *TINY, "optimizer=adagrad", "model=net1")

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
+from scipy import stats
 
 from conftest import REPO, compose_config, hydra_context, run_cli, train_in_process
 from harness import report
@@ -19,7 +20,12 @@ from harness.results import RUN_FILE, RUNS_TABLE
 from harness.search import (
     PROTOCOL_FILE,
     Dimension,
+    beyond_edge,
+    centred_range,
+    centred_trials,
     check_protocol,
+    combinations_of,
+    first_trials,
     search_space,
     trials,
     tuning_jobs,
@@ -166,6 +172,92 @@ def test_a_tuning_sweep_draws_its_trials_from_the_command_lines_range():
     tuned = [job for job in jobs if "optimizer=yellowfin" not in job]
     assert all(1e-5 <= lr_of(job) <= 1e-3 for job in tuned)
     assert not any(o.startswith("optimizer.lr=") for j in jobs if j not in tuned for o in j)
+
+
+def test_a_centred_range_is_searched_uniformly_and_keeps_the_plain_searchs_draws_inside_it():
+    space = search_space(PROTOCOL, "adam")
+    region = centred_range(space[0], 1e-3, 2)
+    assert region == pytest.approx((1e-5, 1e-1))
+    assert centred_range(space[0], None, 2) == (1e-4, 3.0)  # no rate in the config
+    combo = ["model=net1", "optimizer=adam"]
+    plain = [lr_of(t) for t in trials(space, "random", 10, 0, combo)]
+    centred = [lr_of(t) for t in centred_trials(space, "optimizer.lr", region, 10, 0, combo)]
+    assert len(set(centred)) == 10 and all(1e-5 <= v <= 1e-1 for v in centred)
+    # the plain search's trials inside the range come first, in their order: a study run
+    # again under a centred range trains only what is new
+    kept = [v for v in centred if v in plain]
+    assert kept == [v for v in plain if 1e-5 <= v <= 1e-1][: len(kept)] and len(kept) >= 5
+    # uniform over the range, whatever part of it the plain search covers
+    pooled = [
+        lr_of(t)
+        for i in range(300)
+        for t in centred_trials(space, "optimizer.lr", region, 10, 0, [f"model=m{i}"])
+    ]
+    fraction = [(math.log10(v) + 5) / 4 for v in pooled]
+    assert stats.kstest(fraction, "uniform").pvalue > 0.01
+    below = sum(v < 1e-4 for v in pooled) / len(pooled)
+    assert below == pytest.approx(0.25, abs=0.03)  # a quarter of the range lies below 1e-4
+
+
+def test_beyond_an_edge_a_combination_searches_further_at_the_same_density():
+    protocol = {**PROTOCOL, "budget": 10, "centre": {"optimizer.lr": 2}}
+    protocol["beyond_edge"] = {"decades": 2, "rounds": 2}
+    check_protocol(protocol)
+    [combination] = combinations_of([["model=net1", "optimizer=adam", "seed=0"]], protocol, "x")
+    first = first_trials(combination, protocol, value_of=lambda given, key: 1e-3)
+    assert len(first) == 10 and combination.region == pytest.approx((1e-5, 1e-1))
+    more = [lr_of(t) for t in beyond_edge(combination, "high", protocol)]
+    assert len(more) == 5 and all(0.1 <= v <= 10 for v in more)
+    assert combination.region == pytest.approx((1e-5, 10.0))
+    assert combination.jobs([["optimizer.lr=0.5"]]) == [
+        ["model=net1", "optimizer=adam", "optimizer.lr=0.5", "seed=0"]
+    ]
+
+
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        ({"centre": {"optimizer.lr": -1}}, "tune.centre must name one key and its decades"),
+        ({"centre": {"optimizer.lr": 2}, "method": "grid"}, "tune.centre needs tune.method=random"),
+        ({"beyond_edge": {"decades": 2, "rounds": 1}}, "tune.beyond_edge needs tune.centre"),
+        (
+            {"centre": {"optimizer.lr": 2}, "beyond_edge": {"decades": 2}},
+            "tune.beyond_edge needs decades > 0 and rounds >= 1",
+        ),
+    ],
+)
+def test_a_centre_or_edge_rule_that_cannot_run_is_one_config_error(extra, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        check_protocol({**PROTOCOL, **extra})
+
+
+def test_a_pick_at_the_edge_of_its_range_is_searched_again_beyond_it(tmp_path, mnist_dir):
+    # 20 steps of SGD at rates around 1e-5 (one decade each way): the larger the rate, the
+    # better, so the pick is at the high edge of every range until the rounds run out.
+    result = run_cli(
+        "-m", "experiment=course_tune", "model=net1", "optimizer=sgd", "optimizer.lr=1e-5",
+        "tune.budget=3", "tune.centre={optimizer.lr: 1}",
+        "tune.beyond_edge={decades: 1, rounds: 2}", *TINY, f"hydra.sweep.dir={tmp_path / 't'}",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    log = result.stdout + result.stderr
+    assert "beyond the edge, round 1: 2 more runs" in log  # 1 decade of 2: half the density
+    assert "beyond the edge, round 2: 2 more runs" in log
+    runs = _runs(tmp_path / "t")
+    assert len(runs) == 7 and runs["lr"].between(1e-6, 1e-2).all()
+    assert (runs["lr"] > 1e-4).sum() == 4  # the two rounds: 1e-4..1e-3 and 1e-3..1e-2
+    assert json.loads((tmp_path / "t" / SWEEP_FILE).read_text())["invocations"][-1]["jobs"] == 7
+    best = runs.loc[runs["final_val_accuracy"].idxmax(), "lr"]
+    assert best == runs["lr"].max()  # still at the edge: the rounds ran out, not the search
+    again = run_cli(
+        "-m", "experiment=course_tune", "model=net1", "optimizer=sgd", "optimizer.lr=1e-5",
+        "tune.budget=3", "tune.centre={optimizer.lr: 1}",
+        "tune.beyond_edge={decades: 1, rounds: 2}", *TINY, f"hydra.sweep.dir={tmp_path / 't'}",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert (again.stdout + again.stderr).count("skipped: this config already finished") == 7
 
 
 def _runs(folder) -> pd.DataFrame:

@@ -188,7 +188,7 @@ class StackedLauncher(Launcher):
             returns.append(result)
             # a finished run's record, for a sweeper that reads the results (Optuna): resumed
             # trials tell it what they told it the first time
-            result.return_value = resumed(job.resolved, sweep_dir, job.out_dir)
+            result.return_value = resumed(job.resolved, sweep_dir, job.out_dir, job.choices)
             if result.return_value is not None:
                 continue
             run_job = Job.of(job.cfg, job.out_dir, job.choices)  # its problem, resolved once

@@ -4,7 +4,9 @@ Every combination of the sweep's grid axes (`hydra.sweeper.params` and the comma
 basic sweeper reads them: net, optimizer, seed, ...) is tuned on its own: `tune.budget` trials
 drawn from the search space of its optimizer (`tune.space`, see harness.search), each with every
 seed of the seed axis. All trials of all combinations go to the launcher as one batch, so the
-default stacked launcher trains the trials of a net together, as one stack. The protocol is
+default stacked launcher trains the trials of a net together, as one stack; where
+`tune.beyond_edge` asks, each further round (the picks at the edge of their range, searched
+again beyond it) is one more batch. The protocol is
 written to `tuning.json` in the sweep folder; the runs' configs hold what each trial drew.
 
 Random search and grids are harness.search's; Hydra's Optuna sweeper (TPE) tunes one
@@ -47,31 +49,38 @@ class TuningSweeper(Sweeper):
 
     def sweep(self, arguments: list[str]) -> Any:
         from harness.search import PROTOCOL_FILE, tuned_keys
-        from harness.sweep import sweep_jobs, tuning_protocol
+        from harness.sweep import TuningPlan, add_planned
 
         assert self.config is not None and self.launcher is not None
         assert self.hydra_context is not None
-        # A shortlist reads each combination's config: the stacked launcher's composer, or
-        # Hydra's own loader under any other launcher.
+        # A shortlist and a centred range read each combination's config: the stacked
+        # launcher's composer, or Hydra's own loader under any other launcher.
         loader = self.hydra_context.config_loader
         compose = getattr(loader, "compose", None) or (
             lambda overrides: loader.load_sweep_config(self.config, list(overrides))
         )
-        jobs = sweep_jobs(self.config, compose)
+        plan = TuningPlan(self.config, compose)
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
-        tune, _ = tuning_protocol(self.config)
-        protocol = {**tune, "tuned_keys": tuned_keys(tune), "axes": self.params, "jobs": len(jobs)}
+        tune = plan.tune
+        protocol = {**tune, "tuned_keys": tuned_keys(tune), "axes": self.params}
         (sweep_dir / PROTOCOL_FILE).write_text(json.dumps(protocol, indent=2, default=str))
         log.info(
             "tuning: %s search, %d trials per combination: %d runs",
             tune["method"],
             tune["budget"],
-            len(jobs),
+            len(plan.jobs),
         )
-        self.validate_batch_is_legal(jobs)
-        returns = self.launcher.launch(jobs, initial_job_idx=0)
-        for result in returns:
-            _ = result.return_value  # raises the error of a job that failed
-        return [returns]
+        batches, jobs = [], plan.jobs
+        while jobs:
+            self.validate_batch_is_legal(jobs)
+            returns = self.launcher.launch(jobs, initial_job_idx=sum(map(len, batches)))
+            for result in returns:
+                _ = result.return_value  # raises the error of a job that failed
+            batches.append(returns)
+            jobs = plan.next_round(sweep_dir)
+            if jobs:
+                add_planned(sweep_dir, len(jobs))
+                log.info("beyond the edge, round %d: %d more runs", plan.rounds, len(jobs))
+        return batches
