@@ -1,5 +1,7 @@
 """Every shipped config composes and builds: model x optimizer x schedule (in pairs)."""
 
+import math
+
 import pytest
 import torch
 from hydra.utils import instantiate
@@ -44,7 +46,7 @@ def test_all_groups_are_present():
         )
         == OPTIMIZERS
     )
-    assert SCHEDULES == ["constant", "cosine", "exponential", "step"]
+    assert SCHEDULES == ["constant", "cosine", "exponential", "step", "warmup_cosine"]
 
 
 @pytest.mark.parametrize("model", MLPS)
@@ -141,6 +143,29 @@ def test_cosine_schedule_spans_the_run():
         opt.step()
         sched.step()
     assert opt.param_groups[0]["lr"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_warmup_cosine_warms_up_then_decays_to_zero_and_its_state_round_trips():
+    cfg = compose_config(["schedule=warmup_cosine", "schedule.warmup=0.1", "optimizer=sgd"])
+    opt, sched = build_optimizer(Job.of(cfg, "unused"), torch.nn.Linear(2, 2), iterations=100)
+    lrs = []
+    for _ in range(100):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    peak = cfg.optimizer.lr
+    assert lrs[0] == pytest.approx(peak / 11) and lrs[9] == pytest.approx(peak * 10 / 11)
+    assert lrs[10] == pytest.approx(peak) and lrs[55] == pytest.approx(peak / 2)
+    assert all(a >= b for a, b in zip(lrs[10:], lrs[11:], strict=False))
+    assert lrs[-1] == pytest.approx(peak * 0.5 * (1 - math.cos(math.pi / 90)))
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.0, abs=1e-12)  # after the last step
+    # a checkpoint's schedule state holds where it was (a stack goes on from there)
+    again, resumed = build_optimizer(Job.of(cfg, "unused"), torch.nn.Linear(2, 2), iterations=100)
+    resumed.load_state_dict(sched.state_dict())
+    assert resumed.lr_lambdas[0].__dict__ == sched.lr_lambdas[0].__dict__
+    bad = compose_config(["schedule=warmup_cosine", "schedule.warmup=1.5", "optimizer=sgd"])
+    with pytest.raises(ConfigError, match="schedule.warmup must be a share of the run"):
+        build_optimizer(Job.of(bad, "unused"), torch.nn.Linear(2, 2), iterations=100)
 
 
 def test_data_root_defaults_to_environment(monkeypatch):

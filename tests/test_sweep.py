@@ -44,6 +44,7 @@ def sweep(tmp_path, *overrides, name="sweep"):
         ("momentum", 168),
         ("batch_size", 252),
         ("depth", 60),
+        ("zoo_decay_tune", 630),
     ],
 )
 def test_studies_compose_and_expand(experiment, jobs):
