@@ -362,7 +362,9 @@ def stacking_refusal(make_optimizer: OptimizerFactory, dtype: torch.dtype) -> st
             optimizer = in_train_mode(make_optimizer(params))  # as in a stack
             for _ in range(2):
                 optimizer.step()
-        except Exception as exc:  # any failure on the probe: this class cannot be trusted here
+            amplifies = _amplifies_rounding(make_optimizer)
+        except Exception as exc:  # any failure on a probe: this class cannot be trusted here
+            # (FAdam's float32 state, its library's default, fails the float64 rounding probe)
             return f"it failed on a probe ({type(exc).__name__}: {exc})"
         # Alone, a run's draws follow its own seed; in a stack, its neighbours' steps draw too.
         if not torch.equal(drawn_before, torch.random.get_rng_state()):
@@ -371,7 +373,7 @@ def stacking_refusal(make_optimizer: OptimizerFactory, dtype: torch.dtype) -> st
             return "its step() replaces its parameters' tensors instead of updating them in place"
         if any(t[1].any() for t in stacked):
             return "its step() wrote outside its own parameters"
-        if _amplifies_rounding(make_optimizer):
+        if amplifies:
             return (
                 "its update amplifies float rounding (an eigendecomposition of a low-rank "
                 "statistic): the stack's and a lone run's gradients differ in their last bits"
