@@ -35,14 +35,17 @@ from pathlib import Path
 import pandas as pd
 from scipy.stats import spearmanr
 
+from harness import storage
+
 ROOT = Path(__file__).resolve().parents[1]
 GPU_DIR = ROOT / "results" / "zoo" / "h200"  # the H200's runs tables, one per slice
-# slice: (the GPU's runs table, the CPU sweep of its phase)
+# slice: (the GPU's runs table, the CPU sweep of its phase: the zoo as it was tuned then, one
+# range of rates for every optimizer)
 SLICES = {
-    "phase 1, runs that train alone": ("phase1_singles_runs.parquet", "zoo_tune"),
-    "phase 1, net3 stacks": ("phase1_net3_stacks_runs.parquet", "zoo_tune"),
-    "phase 2, a net3 stack": ("phase2_net3_runs.parquet", "zoo_shortlist"),
-    "phase 2, net3, more": ("phase2_net3_more_runs.parquet", "zoo_shortlist"),
+    "phase 1, runs that train alone": ("phase1_singles_runs.parquet", "zoo_wide_tune"),
+    "phase 1, net3 stacks": ("phase1_net3_stacks_runs.parquet", "zoo_wide_tune"),
+    "phase 2, a net3 stack": ("phase2_net3_runs.parquet", "zoo_wide_shortlist"),
+    "phase 2, net3, more": ("phase2_net3_more_runs.parquet", "zoo_wide_shortlist"),
 }
 
 
@@ -94,7 +97,7 @@ def main(gpu_dir: Path) -> None:
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, (file, phase) in SLICES.items():
-        cpu = pd.read_parquet(ROOT / "results" / phase / "runs.parquet")
+        cpu = storage.read_runs(ROOT / "results" / phase)
         c = compare(pd.read_parquet(gpu_dir / file), cpu)
         lines.append(
             f"| {name} | {c['runs']} | {c['gpu s']:.0f} | {c['cpu s']:.0f} "

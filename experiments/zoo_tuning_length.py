@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness import storage
+
 ROOT = Path(__file__).resolve().parents[1]
 LENGTHS = (1000, 2000, 4000, 20000)  # the study evaluated every 1,000 iterations
 FULL = LENGTHS[-1]
@@ -45,8 +47,9 @@ def chosen(curves: pd.DataFrame, runs: pd.DataFrame, length: int, top: int = 1) 
 
 def main() -> None:
     source = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "results" / "course_tune")
-    runs = pd.read_parquet(source / "runs.parquet")
-    curves = pd.read_parquet(source / "curves.parquet")
+    runs = storage.read_runs(source)
+    curves = storage.read_curves(source, metrics=[METRIC]).to_pandas()
+    curves["run_dir"] = curves["run_dir"].astype(str)
     runs = runs[runs["optimizer"] != "yellowfin"]  # one trial: nothing is chosen
     full = chosen(curves, runs, LENGTHS[-1])
     lines = [

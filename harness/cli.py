@@ -18,8 +18,10 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from harness import storage
 from harness.errors import ConfigError, HarnessError, exit_with_error, harness_error_in
 from harness.results import RUN_FILE, RunRecord, collect
+from harness.storage import compact
 from harness.sweep import discard_invocation, log_progress, resumed
 
 log = logging.getLogger("harness")
@@ -133,10 +135,14 @@ def train() -> None:
 
 
 def collect_main(argv: list[str] | None = None) -> None:
-    """`harness-collect SWEEP_DIR...`: consolidate sweep folders into runs.parquet and
-    curves.parquet (also done automatically when a sweep ends)."""
+    """`harness-collect SWEEP_DIR...`: consolidate the finished runs of sweep folders that their
+    tables do not hold yet into a new part of them (also done when a sweep ends); with
+    --compact, fold a finished study's parts into one runs.parquet and curves.parquet."""
     parser = argparse.ArgumentParser(prog="harness-collect", description=collect_main.__doc__)
     parser.add_argument("sweep_dirs", nargs="+", type=Path, metavar="SWEEP_DIR")
+    parser.add_argument(
+        "--compact", action="store_true", help="fold the parts into one pair of tables"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     for sweep_dir in args.sweep_dirs:
@@ -144,11 +150,19 @@ def collect_main(argv: list[str] | None = None) -> None:
             exit_with_error("harness-collect", f"{sweep_dir} is not a folder")
         try:
             runs, rows = collect(sweep_dir)
+            if args.compact:
+                runs, rows = compact(sweep_dir)
         except HarnessError as exc:  # e.g. a table written before runs recorded their identity
             exit_with_error("harness-collect", str(exc))
         if runs == 0:
             exit_with_error("harness-collect", f"no finished runs under {sweep_dir}")
-        print(f"{sweep_dir}: {runs} runs, {rows} curve rows -> runs.parquet, curves.parquet")
+        parts = len(storage.parts(sweep_dir))
+        kept = (
+            f"runs.parquet, curves.parquet and {parts} parts"
+            if parts
+            else "runs.parquet, curves.parquet"
+        )
+        print(f"{sweep_dir}: {runs} runs, {rows} curve rows -> {kept}")
 
 
 def optimizers_main() -> None:

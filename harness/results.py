@@ -8,27 +8,33 @@ nothing that loads as a result.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pandas.api.types import union_categoricals
 
+from harness import storage
 from harness.errors import DataError
 from harness.identity import ID_COLUMNS, identity_config, identity_hash, run_identity
+from harness.storage import CURVES_TABLE, METRIC_COLUMNS, RUNS_TABLE, write_table
+
+__all__ = ["CURVES_TABLE", "METRIC_COLUMNS", "RUNS_TABLE", "write_table"]  # re-exported
 
 log = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
 METRICS_FILE = "metrics.parquet"
-# Consolidated tables of a sweep folder.
-RUNS_TABLE = "runs.parquet"
-CURVES_TABLE = "curves.parquet"
 # A sweep folder's record of its invocations (harness.sweep writes it): what each planned.
 SWEEP_FILE = "sweep.json"
 # What a sweep's planning measured (its checks, step times and stacking probes), kept for its
@@ -36,7 +42,9 @@ SWEEP_FILE = "sweep.json"
 PLANNING_FILE = "planning.json"
 # The checkpoints of a sweep's tasks in flight (harness.checkpoint writes them).
 CHECKPOINTS_FOLDER = ".checkpoints"
-METRIC_COLUMNS = ["iteration", "epoch", "time_s", "metric", "value"]
+# Metrics logged every few steps, not at evaluations: 95 % of a study's curve rows, which no
+# figure of the report reads but the rates and momentum that optimizers tune themselves.
+STEP_METRICS = ("batch_loss", "lr", "momentum")
 
 
 def planned_by_last_invocation(sweep_dir: Path) -> int | None:
@@ -71,8 +79,8 @@ def read_finished(sweep_dir: Path, run_dir: str) -> RunRecord:
     reads). A sweep resumed from its committed tables on another machine trains nothing twice."""
     if (sweep_dir / run_dir / RUN_FILE).exists():
         return read_run(sweep_dir / run_dir)
-    table = pd.read_parquet(sweep_dir / RUNS_TABLE)
-    row = table[table["run_dir"] == run_dir].iloc[0]
+    table = _runs_by_folder(str(sweep_dir.resolve()), storage.stamp(sweep_dir))
+    row = table.loc[run_dir]
     # as Python values (numpy's would be written to a run.json as strings)
     present = {k: v.item() if hasattr(v, "item") else v for k, v in row.items() if not _missing(v)}
     final = {
@@ -95,6 +103,13 @@ def read_finished(sweep_dir: Path, run_dir: str) -> RunRecord:
     )
 
 
+@functools.lru_cache(maxsize=4)
+def _runs_by_folder(sweep_dir: str, stamp: tuple) -> pd.DataFrame:
+    """A study's runs table by run folder, read once per process while its tables are
+    unchanged (a resume or a reuse asks for thousands of its runs)."""
+    return storage.read_runs(Path(sweep_dir)).set_index("run_dir", drop=False)
+
+
 def copy_finished(
     source_dir: Path, source_run: str, run_dir: Path, config: dict[str, Any], choices: dict
 ) -> RunRecord:
@@ -108,23 +123,21 @@ def copy_finished(
     if (folder / METRICS_FILE).exists():
         metrics = pd.read_parquet(folder / METRICS_FILE)
     else:
-        metrics = _consolidated_curves(source_dir / CURVES_TABLE).get(source_run)
+        metrics = _curves_by_run(str(source_dir.resolve()), storage.stamp(source_dir)).get(
+            source_run
+        )
         if metrics is None:
-            raise DataError(f"{source_dir / CURVES_TABLE} holds no curves of run {source_run}")
+            raise DataError(f"{source_dir} holds no curves of run {source_run}")
     write_run(run_dir, record, metrics[METRIC_COLUMNS].reset_index(drop=True))
     return RunRecord(record)
 
 
-def _consolidated_curves(path: Path) -> dict[str, pd.DataFrame]:
-    stat = path.stat()
-    return _curves_by_run(str(path), stat.st_mtime_ns)
-
-
 @functools.lru_cache(maxsize=2)
-def _curves_by_run(path: str, mtime_ns: int) -> dict[str, pd.DataFrame]:
-    """A consolidated curves table split by run, read once per process (a study's reuse reads
-    every run of it)."""
-    curves = pd.read_parquet(path)
+def _curves_by_run(sweep_dir: str, stamp: tuple) -> dict[str, pd.DataFrame]:
+    """A study's curves split by run, read once per process (a study's reuse reads every run
+    of it)."""
+    curves = storage.read_curves(Path(sweep_dir)).to_pandas()
+    curves = curves.sort_values(["run_dir", "iteration"], kind="stable")
     return {str(run): frame for run, frame in curves.groupby("run_dir", sort=False)}
 
 
@@ -168,8 +181,14 @@ def find_run_dirs(paths: str | Path | Iterable[str | Path]) -> list[Path]:
 
 
 def find_sweep_dirs(paths: str | Path | Iterable[str | Path]) -> list[Path]:
-    """Every folder under `paths` that holds consolidated tables (runs.parquet)."""
-    return sorted({p.parent for path in _as_list(paths) for p in path.rglob(RUNS_TABLE)})
+    """Every folder under `paths` that holds consolidated tables (runs.parquet, or parts)."""
+    found = set()
+    for path in _as_list(paths):
+        found |= {p.parent for p in path.rglob(RUNS_TABLE)}
+        found |= {
+            p.parent.parent for p in path.rglob(f"{storage.PARTS_FOLDER}/*{storage.RUNS_SUFFIX}")
+        }
+    return sorted(found)
 
 
 def run_row(record: dict[str, Any], run_dir: Path) -> dict[str, Any]:
@@ -238,45 +257,47 @@ def config_keys(frame: pd.DataFrame) -> list[str]:
     return [c for c in frame.columns if "." in str(c)]
 
 
-def _run_curves(run_dir: Path) -> pd.DataFrame:
-    return pd.read_parquet(run_dir / METRICS_FILE).assign(run_dir=str(run_dir))
-
-
-def _consolidated(paths: list[Path], table: str) -> list[pd.DataFrame]:
-    """Consolidated tables under `paths`, with run_dir made a path again (stored relative to
-    its sweep folder, so that committed tables stay valid wherever the repository is)."""
+def _consolidated_runs(paths: list[Path]) -> tuple[list[pd.DataFrame], set[str]]:
+    """The consolidated runs tables under `paths` (each study's parts read as one), with
+    run_dir made a path again (stored relative to its study, so that committed tables stay
+    valid wherever the repository is), and the set of those run folders."""
     frames = []
     for sweep_dir in find_sweep_dirs(paths):
-        if (sweep_dir / table).exists():
-            frame = pd.read_parquet(sweep_dir / table)
+        frame = storage.read_runs(sweep_dir)
+        if len(frame):
             frames.append(frame.assign(run_dir=[str(sweep_dir / r) for r in frame["run_dir"]]))
-    return frames
+    return frames, {d for f in frames for d in f["run_dir"]}
 
 
-def _merge(consolidated: list[pd.DataFrame], fresh: list[pd.DataFrame]) -> pd.DataFrame:
-    """Per-run files win over consolidated rows of the same run (they may be newer)."""
-    fresh_dirs = {d for frame in fresh for d in frame["run_dir"].unique()}
-    kept = [f[~f["run_dir"].isin(fresh_dirs)] for f in consolidated]
-    frames = [f for f in [*kept, *fresh] if len(f)]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+def _fresh_run_dirs(paths: list[Path], consolidated: set[str]) -> list[Path]:
+    """The finished run folders under `paths` that no consolidated table holds yet."""
+    return [d for d in find_run_dirs(paths) if str(d) not in consolidated]
 
 
 def load_runs(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     """One row per finished run found under `paths` (a run, a sweep folder, or several): from
-    consolidated `runs.parquet` tables and from run folders not yet consolidated.
+    consolidated tables and from run folders not yet consolidated.
 
     Columns: the short identifying columns (ID_COLUMNS), `config_id` (runs with the same one
     are seeds of one configuration), a column per config key that differs between the loaded
     runs (dotted names, e.g. `model.activations`, `optimizer.weight_decay`; lists as strings),
     status, final metrics, times, `config` (the identity as JSON) and `run_dir`."""
     paths = _as_list(paths)
-    rows = [run_row(read_run(d), d) for d in find_run_dirs(paths)]
-    fresh = [pd.DataFrame(rows)] if rows else []
-    runs = _merge(_consolidated(paths, RUNS_TABLE), fresh)
-    if runs.empty:
+    consolidated, known = _consolidated_runs(paths)
+    rows = [run_row(read_run(d), d) for d in _fresh_run_dirs(paths, known)]
+    frames = [*consolidated, *([pd.DataFrame(rows)] if rows else [])]
+    if not frames:
         return pd.DataFrame(columns=[*ID_COLUMNS, "config_id", "status", "run_dir"])
-    _require_identities(runs)
+    runs = _table_of(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0])
     runs = _once_each(runs)
+    return with_config_columns(runs).sort_values([*ID_COLUMNS, "run_dir"], ignore_index=True)
+
+
+def _table_of(runs: pd.DataFrame) -> pd.DataFrame:
+    """Rows of runs (consolidated or fresh) as the runs table holds them: identities required,
+    config-key columns left to `with_config_columns`, each run's own step time, and the quality
+    metric and its direction filled in for tables written before runs named them."""
+    _require_identities(runs)
     runs = runs.drop(columns=config_keys(runs))  # recomputed over all the loaded runs
     runs = runs.assign(step_time_s=own_step_time(runs))
     if "quality" not in runs:  # tables written before problems named their quality metric
@@ -290,7 +311,7 @@ def load_runs(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
         runs["higher_is_better"] = runs["higher_is_better"].astype(object)
         runs.loc[unknown, "higher_is_better"] = directions
     runs["higher_is_better"] = runs["higher_is_better"].astype(bool)
-    return with_config_columns(runs).sort_values([*ID_COLUMNS, "run_dir"], ignore_index=True)
+    return runs
 
 
 def _once_each(runs: pd.DataFrame) -> pd.DataFrame:
@@ -335,52 +356,152 @@ _CURVE_ID_COLUMNS = [*ID_COLUMNS, "config_id", "quality", "higher_is_better", "s
 
 
 def load_curves(
-    paths: str | Path | Iterable[str | Path], runs: pd.DataFrame | None = None
+    paths: str | Path | Iterable[str | Path],
+    runs: pd.DataFrame | None = None,
+    metrics: Iterable[str] | None = None,
+    skip: Iterable[str] = (),
+    columns: Iterable[str] | None = None,
 ) -> pd.DataFrame:
-    """Per-step metrics of every run under `paths`, long format, each row with its run's
+    """Per-step metrics of the runs under `paths`, long format, each row with its run's
     identifying columns (those of `load_runs`: short columns, config_id, the varying config
-    keys), status, run_dir, then iteration, epoch, time_s, metric, value. Pass `runs` (the
-    `load_runs` table of the same paths) to save reading it again."""
+    keys), status, run_dir, then iteration, epoch, time_s, metric, value.
+
+    Only what is asked is read: the `metrics` named (None: all) but those in `skip` (a figure of
+    test accuracy need not read the batch losses: skip=STEP_METRICS) of the runs in `runs` (the
+    `load_runs` table of the same paths, or any subset of it; None: all), the filter pushed
+    into the Parquet scan; and of the columns, those in `columns` (None: all; iteration, metric
+    and value always). The run's columns are joined by its row, as categories where they are
+    text: a zoo's 5 million rows hold ~1,200 runs' identities, not 5 million copies of them.
+    Rows come in the order of `runs`, each run's by iteration."""
     paths = _as_list(paths)
     runs = load_runs(paths) if runs is None else runs
-    fresh = [_run_curves(d) for d in find_run_dirs(paths)]
-    curves = _merge(_consolidated(paths, CURVES_TABLE), fresh)
-    columns = [*_CURVE_ID_COLUMNS, *config_keys(runs)]
-    if curves.empty:
-        return pd.DataFrame(columns=[*columns, *METRIC_COLUMNS])
-    ids = runs[columns]
-    curves = ids.merge(curves[["run_dir", *METRIC_COLUMNS]], on="run_dir", how="inner")
-    if "step_time_alone_s" in runs:
+    wanted = None if metrics is None else list(metrics)
+    every = [*_CURVE_ID_COLUMNS, *config_keys(runs)]
+    asked = set(every + METRIC_COLUMNS if columns is None else columns)
+    columns = [c for c in every if c in asked]
+    measured = [c for c in METRIC_COLUMNS if c in asked | {"iteration", "metric", "value"}]
+    position = pd.Series(range(len(runs)), index=runs["run_dir"].astype(str))
+    parts, found = [], []
+    for sweep_dir in find_sweep_dirs(paths):
+        prefix = f"{sweep_dir}{os.sep}"
+        relative = [r[len(prefix) :] for r in position.index if r.startswith(prefix)]
+        if not relative:
+            continue
+        table = storage.read_curves(sweep_dir, wanted, relative, skip, measured)
+        rows = _positions(table["run_dir"], prefix, position)
+        parts.append(table.select(measured).to_pandas().assign(_row=rows))
+        found += [sweep_dir]
+    consolidated = {r for r in position.index if any(r.startswith(f"{d}{os.sep}") for d in found)}
+    for run_dir in position.index.difference(list(consolidated)):
+        if (Path(run_dir) / METRICS_FILE).exists():
+            frame = pd.read_parquet(Path(run_dir) / METRICS_FILE)
+            if wanted is not None:
+                frame = frame[frame["metric"].isin(wanted)]
+            frame = frame[~frame["metric"].isin(list(skip))]
+            parts.append(frame[measured].assign(_row=position[run_dir]))
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pd.DataFrame(columns=[*columns, *measured])
+    names = sorted({str(m) for p in parts for m in p["metric"].unique()})
+    kind = pd.CategoricalDtype(names)  # one set of categories: concatenated, they stay ones
+    parts = [p.assign(metric=_categories(p["metric"], kind)) for p in parts]
+    metric_rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    metric_rows = metric_rows[metric_rows["_row"] >= 0]
+    metric_rows = metric_rows.sort_values(["_row", "iteration"], kind="stable", ignore_index=True)
+    rows = metric_rows.pop("_row").to_numpy()
+    ids = _compact(runs[columns])
+    curves = pd.concat(
+        [ids.iloc[rows].reset_index(drop=True), metric_rows.reset_index(drop=True)], axis=1
+    )
+    if "step_time_alone_s" in runs and "time_s" in curves:
         # A run's clock is its steps times its step alone where it was calibrated (a stacked
         # run's measured clock is its whole stack's): `own_step_time`.
-        alone = pd.to_numeric(runs.set_index("run_dir")["step_time_alone_s"], errors="coerce")
-        curves["time_s"] = (curves["iteration"] * curves["run_dir"].map(alone)).fillna(
-            curves["time_s"]
-        )
+        alone = pd.to_numeric(runs["step_time_alone_s"], errors="coerce").to_numpy()[rows]
+        clock = curves["iteration"].to_numpy() * alone
+        curves["time_s"] = np.where(np.isnan(clock), curves["time_s"].to_numpy(), clock)
     return curves
 
 
-def write_table(frame: pd.DataFrame, path: Path) -> None:
-    """`frame` as Parquet at `path`, atomically: a reader never sees half a table."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    frame.to_parquet(tmp, index=False, compression="zstd")
-    os.replace(tmp, path)
+def concat_curves(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Curves of `load_curves` read in several calls, as one table: their text columns stay
+    categories (pandas' concat would turn categories that differ into Python strings)."""
+    frames = [f for f in frames if len(f)]
+    if len(frames) < 2:
+        return frames[0] if frames else pd.DataFrame()
+    joined = pd.concat(frames, ignore_index=True)
+    for column in frames[0].columns:
+        if column in joined and all(
+            column in f and isinstance(f[column].dtype, pd.CategoricalDtype) for f in frames
+        ):
+            parts = [f[column] for f in frames]
+            with contextlib.suppress(TypeError):  # categories of other types: left as values
+                joined[column] = union_categoricals(parts, sort_categories=True, ignore_order=True)
+    return joined
+
+
+def _positions(run_dirs: pa.ChunkedArray, prefix: str, position: pd.Series) -> np.ndarray:
+    """Each curve row's row in the runs table (-1: a run not asked for), through the run_dir
+    dictionary: one lookup per run, not per row."""
+    rows = []
+    for chunk in run_dirs.chunks:
+        if not isinstance(chunk, pa.DictionaryArray):
+            chunk = chunk.dictionary_encode()
+        names = chunk.dictionary.to_pylist()
+        lookup = position.reindex([prefix + n for n in names]).fillna(-1).to_numpy(np.int64)
+        rows.append(lookup[chunk.indices.to_numpy(zero_copy_only=False)])
+    return np.concatenate(rows) if rows else np.zeros(0, np.int64)
+
+
+def _categories(column: pd.Series, kind: pd.CategoricalDtype) -> pd.Series:
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.set_categories(kind.categories)
+    return column.astype(kind)
+
+
+def _compact(ids: pd.DataFrame) -> pd.DataFrame:
+    """The runs' identifying columns, text as categories (a category per value, in sorted
+    order: sorting them sorts as the text does)."""
+    out = {}
+    for name, column in ids.items():
+        text = column.dtype == object or pd.api.types.is_string_dtype(column.dtype)
+        if text and not isinstance(column.dtype, pd.CategoricalDtype):
+            values = column.dropna().unique()
+            try:
+                categories = sorted(values)
+            except TypeError:  # mixed types (a key some runs lack): leave the column as it is
+                out[name] = column
+                continue
+            out[name] = pd.Categorical(column, categories=categories)
+        else:
+            out[name] = column
+    return pd.DataFrame(out, index=ids.index)
 
 
 def collect(sweep_dir: str | Path) -> tuple[int, int]:
-    """Consolidate every finished run under `sweep_dir` into `runs.parquet` and `curves.parquet`
-    there (rows of runs whose folders are gone are kept). Returns (runs, curve rows)."""
+    """Consolidate the finished runs under `sweep_dir` that its tables do not hold yet into a new
+    part of them (harness.storage: the runs already consolidated are not written again).
+    Returns (runs, curve rows) of its tables."""
     sweep_dir = Path(sweep_dir)
-    runs = load_runs(sweep_dir)
-    curves = load_curves(sweep_dir, runs)
+    known = set(storage.read_runs(sweep_dir, columns=["run_dir"])["run_dir"])
+    fresh = [d for d in find_run_dirs(sweep_dir) if _relative(d, sweep_dir) not in known]
+    if fresh:
+        rows = pd.DataFrame([run_row(read_run(d), d) for d in fresh])
+        runs = _table_of(rows)
+        runs = runs.drop(columns=["step_time_s"]).assign(
+            run_dir=[_relative(Path(d), sweep_dir) for d in runs["run_dir"]]
+        )
+        curves = pd.concat(
+            [
+                pd.read_parquet(d / METRICS_FILE).assign(run_dir=_relative(d, sweep_dir))
+                for d in fresh
+            ],
+            ignore_index=True,
+        )
+        storage.append(sweep_dir, runs, curves)
+    total = len(storage.read_runs(sweep_dir, columns=["run_dir"]))
+    rows_total = sum(pq.ParquetFile(f).metadata.num_rows for f in storage.curves_files(sweep_dir))
+    return total, rows_total
 
-    def relative(frame: pd.DataFrame) -> pd.DataFrame:
-        rel = [os.path.relpath(d, sweep_dir) for d in frame["run_dir"]]
-        return frame.assign(run_dir=rel)
 
-    # Stored without what loading derives again: the config-key columns (from `config`) and
-    # the curves' identifying columns (from the runs table).
-    write_table(relative(curves[["run_dir", *METRIC_COLUMNS]]), sweep_dir / CURVES_TABLE)
-    stored = relative(runs.drop(columns=config_keys(runs)))
-    write_table(stored, sweep_dir / RUNS_TABLE)  # last: it marks the sweep consolidated
-    return len(runs), len(curves)
+def _relative(run_dir: Path, sweep_dir: Path) -> str:
+    return os.path.relpath(run_dir, sweep_dir)

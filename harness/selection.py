@@ -26,11 +26,11 @@ from typing import Any
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from harness import analysis
+from harness import analysis, storage
 from harness.errors import ConfigError
 from harness.identity import flat_config, identity_config, identity_hash
 from harness.markdown import markdown_table
-from harness.results import RUNS_TABLE, load_runs, planned_by_last_invocation
+from harness.results import load_runs, planned_by_last_invocation
 
 RESOLVER = "tuned"
 SELECTION_FILE = "selection.md"
@@ -54,7 +54,7 @@ def group_of(identity: dict[str, Any], dropped: list[str]) -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def _tuning_runs(source: str, stamp: float) -> pd.DataFrame:
+def _tuning_runs(source: str, stamp: tuple) -> pd.DataFrame:
     return load_runs(source)
 
 
@@ -62,11 +62,9 @@ def tuning_runs(source: str) -> pd.DataFrame:
     """The runs of the tuning study in `source` (read once per process while its consolidated
     table is unchanged); a one-line ConfigError if it has not finished every run it plans."""
     folder = Path(source)
-    table = folder / RUNS_TABLE
     if not folder.is_dir():
         raise ConfigError(f"tune.source={source} is not a folder: run the tuning study first")
-    stamp = table.stat().st_mtime if table.exists() else -1.0
-    runs = _tuning_runs(str(folder.resolve()), stamp)
+    runs = _tuning_runs(str(folder.resolve()), storage.stamp(folder))
     if runs.empty:
         raise ConfigError(
             f"tune.source={source} holds no finished runs: run the tuning study first"

@@ -21,18 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from harness import storage
 from harness.errors import ConfigError, HarnessError, exit_with_error
 from harness.identity import config_hash, executes, override_key
 from harness.results import (
     PLANNING_FILE,
     RUN_FILE,
-    RUNS_TABLE,
     SWEEP_FILE,
     RunRecord,
     atomic_write_bytes,
@@ -216,9 +215,8 @@ def finished_runs(sweep_dir: Path, known: dict[str, str] | None = None) -> dict[
     """config hash -> run folder (relative) of every finished run in a sweep folder, consolidated
     or not. `known` (a previous index) spares reading the run.json of the folders it names."""
     done: dict[str, str] = {}
-    if (sweep_dir / RUNS_TABLE).exists():
-        table = pd.read_parquet(sweep_dir / RUNS_TABLE, columns=["config_hash", "run_dir"])
-        done.update(zip(table.config_hash, table.run_dir, strict=True))
+    table = storage.read_runs(sweep_dir, columns=["config_hash", "run_dir"])
+    done.update(zip(table.config_hash, table.run_dir, strict=True))
     hash_of = {run_dir: digest for digest, run_dir in {**(known or {}), **done}.items()}
     for run_file in sweep_dir.rglob(RUN_FILE):
         run_dir = str(run_file.parent.relative_to(sweep_dir))

@@ -12,10 +12,10 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import OmegaConf
 
-from harness import tuning_curves
+from harness import analysis, tuning_curves
 from harness.analysis import LR_KEY
 from harness.report.common import Skipped
-from harness.results import load_curves, load_runs
+from harness.results import STEP_METRICS, concat_curves, load_curves, load_runs
 from harness.search import PROTOCOL_FILE, SHORTLIST
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,9 +56,22 @@ def load_sweep_runs(sweep: str | Path) -> pd.DataFrame:
 
 
 def load_sweep(sweep: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(runs, curves) of a sweep folder; ValueError when it holds no run."""
+    """(runs, curves) of a sweep folder, the curves as the report reads them (`report_curves`);
+    ValueError when it holds no run."""
     runs = load_sweep_runs(sweep)
-    return runs, load_curves(sweep, runs)
+    return runs, report_curves(sweep, runs)
+
+
+def report_curves(sweep: str | Path, runs: pd.DataFrame) -> pd.DataFrame:
+    """The curves the report's figures read: every metric evaluated (the batch losses and rates
+    logged every few steps, 95 % of a study's rows, left out), and the rate and momentum of the
+    runs whose optimizer tunes them itself (YellowFin: they log a momentum)."""
+    curves = load_curves(sweep, runs, skip=STEP_METRICS)
+    tuners = load_curves(sweep, runs, metrics=["momentum"])["run_dir"].unique()
+    if not len(tuners):
+        return curves
+    tuned = runs[runs["run_dir"].isin(list(tuners))]
+    return concat_curves([curves, load_curves(sweep, tuned, metrics=["lr", "momentum"])])
 
 
 def sweep_from_env(study: str | None = None) -> Path:
@@ -85,8 +98,12 @@ class TuningStudy:
 
     @functools.cached_property
     def trial_curves(self) -> pd.DataFrame:
-        """Its trials' recorded curves (`load_curves`), read once."""
-        return load_curves(self.sweep, self.runs)
+        """What its tuning curves read of its trials' curves, read once: the start of the runs
+        that ended early (`tuning_curves.scored_at_start`), in the metrics that score them."""
+        ended = self.runs[analysis.ended_early(self.runs)]
+        scores = (analysis.selection_metric(self.runs), analysis.final_quality(self.runs))
+        metrics = [m.removeprefix("final_") for m in scores]
+        return load_curves(self.sweep, ended, metrics=metrics)
 
     @functools.cached_property
     def curves(self) -> pd.DataFrame:
