@@ -44,6 +44,7 @@ e = record["config"]["esgd"]
 print(
     f"{folder}: mu={e['population']}, lambda={e['offspring']}, m={e['elite']}, "
     f"K={e['generations']}, K_s={e['sgd_steps']}, K_v={e['evolution_steps']}, "
+    f"anneal={e.get('anneal', 1.0)}, "
     f"seeds: {sorted(map(int, study['table1']['seed'].unique()))}; "
     f"{record['compute_per_method']:,} steps x models per method; "
     f"wall time {record['wall_time_s'] / 60:.1f} min"
@@ -74,13 +75,19 @@ Markdown(tables.comparison_markdown(study["table1"]))
 # %% [markdown]
 # ## Table 6: the optimizer of the best individual, per generation
 #
-# The individual with the best fitness after each SGD phase (first seed), and whether the
-# best survivor of that generation is a new offspring. The figure counts the best individual's
-# optimizer over seeds, shows its learning rate, and the share of offspring among the selected
-# (Figure 2 of the paper).
+# The individual with the best fitness after each SGD phase (first seed), its optimizer as the
+# paper's Table 6 writes it (lr: its plan's rate, annealed where the study anneals), the rate
+# its first step used (the schedule's position included), and whether the best survivor of that
+# generation is a new offspring. Then over seeds: the best individual's optimizer class and its
+# median rates per generation. The figure counts the best individual's optimizer over seeds,
+# shows its learning rate, and the share of offspring among the selected (Figure 2 of the
+# paper).
 
 # %%
 Markdown(tables.table6_markdown(study["table6"], int(study["table1"]["seed"].min())))
+
+# %%
+Markdown(tables.table6_summary_markdown(study["table6"]))
 
 # %%
 figures.optimizer_figure(study["table6"], study["offspring_share"])

@@ -21,6 +21,7 @@ from harness.esgd.app import build_study, execute, render, study_id
 from harness.esgd.pool import Plan
 from harness.esgd.tables import read_tables
 from harness.esgd.trainer import Trainer
+from harness.models import MLP
 
 
 @pytest.fixture(scope="module")
@@ -128,9 +129,10 @@ def test_sgd_phase_backs_off_an_individual_whose_fitness_degrades(problem):
     start = [i.fitness for i in population]
     plans = [Plan("sgd", {"lr": 1e4}, "constant"), Plan("sgd", {"lr": 0.5}, "constant")]
     batches = problem.batches(100, torch.Generator().manual_seed(0))
-    backoffs = methods.sgd_phase(problem, population, plans, batches, generation=1)
+    backoffs, used = methods.sgd_phase(problem, population, plans, batches, generation=1)
     s = problem.settings
     assert backoffs == {population[0].uid: s.sgd_steps // s.backoff_every, population[1].uid: 0}
+    assert [used[i.uid]["step_lr"] for i in population] == [1e4, 0.5]  # constant schedules
     assert population[0].fitness == start[0]
     for p, w in zip(population[0].model.parameters(), initial[0], strict=True):
         assert torch.equal(p, w)
@@ -336,6 +338,129 @@ def rows_of(study) -> pd.DataFrame:
     return rows[(rows["generation"] >= 1) & (rows["hyperparameters"] != "")]
 
 
+# --- annealing: the rates plans are drawn with fall over the generations -----------------------
+
+
+def cosine_or_constant(schedule: str, start: int, span: int) -> float:
+    """Where the pool's schedules put the rate after `start` of `span` steps (cosine to 0)."""
+    return 1.0 if schedule == "constant" else (1 + math.cos(math.pi * start / span)) / 2
+
+
+def drawn(study, seed: int, count: int) -> list[Plan]:
+    """The first `count` plans of the seed's plan stream, as ESGD draws them."""
+    generator = methods.generators(seed)["plans"]
+    return [study.pool.sample(generator) for _ in range(count)]
+
+
+def trained_rows(rows: list[dict]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows)
+    return frame[(frame["generation"] >= 1) & ~frame["offspring"]]
+
+
+def test_without_annealing_plans_are_the_draws_and_the_baselines_are_never_rebased(
+    problem, monkeypatch
+):
+    """The default (anneal 1.0) computes what the code before it did: every plan is the draw
+    itself, and no baseline optimizer is touched between its stretches."""
+    s = problem.settings
+    assert s.anneal == 1.0 and {s.rate_scale(k) for k in range(1, s.generations + 1)} == {1.0}
+    monkeypatch.setattr(Trainer, "rebase", lambda *_: pytest.fail("rebased without annealing"))
+    rows = trained_rows(methods.esgd(problem, seed=0, evolve=False))
+    plans = drawn(problem, 0, s.generations * s.population)
+    assert rows["hyperparameters"].tolist() == [p.describe() for p in plans]
+    population = trained_rows(methods.independent(problem, 0, "population", range(4), plans[:4]))
+    assert population["hyperparameters"].tolist() == [p.describe() for p in plans[:4]] * 3
+
+
+def test_annealing_scales_the_drawn_rates_by_the_factor_of_each_generation(mnist_dir):
+    """anneal 0.1 over K = 3: generation k's plans are the same draws with their rate times
+    0.1^((k-1)/2) (1, 0.316, 0.1), to 3 digits; the rest of the plan is untouched, and the
+    optimizer's first step uses that rate at its schedule's position."""
+    study = build_study(tiny_cfg("esgd.anneal=0.1"))
+    s = study.settings
+    assert [s.rate_scale(k) for k in (1, 2, 3)] == pytest.approx([1, 0.1**0.5, 0.1])
+    rows = trained_rows(methods.esgd(study, seed=0, evolve=False))
+    plans = drawn(study, 0, s.generations * s.population)
+    for (_, row), plan in zip(rows.iterrows(), plans, strict=True):
+        scale = 0.1 ** ((row["generation"] - 1) / 2)
+        assert row["lr"] == float(f"{plan.hyperparameters['lr'] * scale:.3g}")
+        assert (row["optimizer"], row["schedule"]) == (plan.optimizer, plan.schedule)
+        if "momentum" in plan.hyperparameters:
+            assert row["momentum"] == plan.hyperparameters["momentum"]
+        position = cosine_or_constant(
+            row["schedule"], (row["generation"] - 1) * s.sgd_steps, s.steps
+        )
+        assert row["step_lr"] == pytest.approx(row["lr"] * position, rel=1e-9)
+        low, high = study.pool.pool[plan.optimizer].ranges.lr  # the range, scaled
+        assert low * scale * 0.995 <= row["lr"] <= high * scale * 1.005
+
+
+@pytest.mark.parametrize("method", ["population", "single"])
+def test_the_baselines_rates_follow_the_same_factor(mnist_dir, method):
+    """A baseline individual keeps its plan, its rate times 0.1^((k-1)/2) in the k-th of its
+    stretches (the single baseline's 4 times longer): the rate recorded is the one its
+    optimizer steps with, at its schedule's position over the whole run."""
+    study = build_study(tiny_cfg("esgd.anneal=0.1"))
+    s = study.settings
+    plans = drawn(study, 0, s.population)
+    uids = range(4) if method == "population" else [1]
+    mine = [plans[uid] for uid in uids]
+    rows = trained_rows(methods.independent(study, 0, method, uids, mine))
+    stretch = s.population * s.sgd_steps // len(mine)
+    for _, row in rows.iterrows():
+        plan = plans[row["uid"]]
+        scale = 0.1 ** ((row["generation"] - 1) / 2)
+        assert row["lr"] == float(f"{plan.hyperparameters['lr'] * scale:.3g}")
+        assert row["optimizer"] == plan.optimizer and row["schedule"] == plan.schedule
+        position = cosine_or_constant(
+            plan.schedule, (row["generation"] - 1) * stretch, s.generations * stretch
+        )
+        assert row["step_lr"] == pytest.approx(row["lr"] * position, rel=1e-9)
+    assert len(rows) == len(mine) * s.generations
+
+
+def test_a_rebase_changes_only_the_rate_and_keeps_the_optimizer_state(problem):
+    """Rebased on its own plans, a trainer goes on bit for bit as if nothing happened; on plans
+    with another rate, its moments and step counts stay, and its rate and schedule are those a
+    fresh build of the new plans has at that step."""
+    population = problem.initial(torch.Generator().manual_seed(0))[:2]
+    plans = [
+        Plan("adam", {"lr": 0.01}, "cosine"),
+        Plan("momentum", {"lr": 0.05, "momentum": 0.9}, "cosine"),
+    ]
+    fixed = [(i, torch.arange(i * 50, (i + 1) * 50)) for i in range(3)]
+
+    def trained(rebase: list[Plan] | None) -> tuple[Trainer, list[MLP]]:
+        models = [copy.deepcopy(p.model) for p in population]
+        trainer = Trainer(problem, models, plans, 12, itertools.cycle(fixed))
+        trainer.train(3)
+        if rebase:
+            trainer.rebase(rebase, start=3)
+        return trainer, models
+
+    plain, models = trained(None)
+    again, same_models = trained(plans)
+    for trainer in (plain, again):
+        trainer.train(3)
+    for a, b in zip(models, same_models, strict=True):
+        assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters(), strict=True))
+
+    rebased, rebased_models = trained(None)
+    state = copy.deepcopy([o.state_dict()["state"] for o in rebased.members.optimizers])
+    slower = [plan.annealed(0.5) for plan in plans]
+    rebased.rebase(slower, start=3)
+    for optimizer, saved in zip(rebased.members.optimizers, state, strict=True):
+        for key, values in saved.items():
+            for name, value in values.items():
+                assert torch.equal(optimizer.state_dict()["state"][key][name], value)
+    for k, (plan, model) in enumerate(zip(slower, rebased_models, strict=True)):
+        fresh, schedule = problem.pool.build(plan, model, 12, start=3)
+        assert rebased.members.optimizers[k].param_groups[0]["lr"] == fresh.param_groups[0]["lr"]
+        assert rebased.members.schedulers[k].state_dict() == schedule.state_dict()
+    position = cosine_or_constant("cosine", 3, 12)
+    assert rebased.used()[0]["step_lr"] == pytest.approx(0.005 * position)
+
+
 def test_committed_studies_are_recognised_under_todays_defaults(mnist_dir):
     """results/esgd/<net> ran before these settings existed: today's defaults are their
     study (so they resume and render again); a variant is another study."""
@@ -352,6 +477,7 @@ def test_committed_studies_are_recognised_under_todays_defaults(mnist_dir):
             "esgd.population_init=jitter",
             "esgd.recombination=aligned_mean",
             "esgd.plans=inherit",
+            "esgd.anneal=0.1",
         ):
             other = compose_config(["experiment=esgd", f"data.root={root}", *extra, variant])
             assert study_id(OmegaConf.to_container(other, resolve=True)) != study_id(
@@ -450,6 +576,63 @@ def test_the_study_writes_its_tables_figures_and_summary(study):
     assert set(table6["optimizer"]) <= set(s.pool)
 
 
+def test_table6_gives_the_best_individuals_optimizer_as_the_paper_writes_it(study):
+    """Per method, seed and generation, the best trained individual's optimizer class, rate,
+    momentum and Nesterov flag as its optimizer used them; over seeds, each class's share and
+    median rate; a study recorded before the rows had them still renders, from its plans."""
+    from harness.esgd import tables
+
+    folder, written = study
+    individuals, table6 = written["individuals"], written["table6"]
+    trained = individuals[(individuals["optimizer"] != "") & ~individuals["offspring"]]
+    for row in table6.itertuples():
+        mine = trained[
+            (trained["method"] == row.method)
+            & (trained["seed"] == row.seed)
+            & (trained["generation"] == row.generation)
+        ]
+        best = mine.sort_values(["fitness", "uid"]).iloc[0]
+        assert (row.optimizer_class, row.lr, row.step_lr) == (
+            best["optimizer_class"],
+            best["lr"],
+            best["step_lr"],
+        )
+        sgd = row.optimizer_class == "SGD"
+        assert isinstance(row.nesterov, bool) == sgd and math.isnan(row.step_momentum) != sgd
+    summary = tables.table6_summary(table6)
+    assert (summary["seeds"] == 2).all()
+    shares = summary[[c for c in summary.columns if c.endswith(" (%)")]]
+    assert shares.sum(axis=1).tolist() == pytest.approx([100] * len(summary))
+    for (method, generation), group in table6.groupby(["method", "generation"]):
+        line = summary[(summary["method"] == method) & (summary["generation"] == generation)]
+        for name, rows in group.groupby(tables.family(group)):
+            assert line[f"{name}: median lr"].item() == rows["lr"].median()
+            assert line[f"{name} (%)"].item() == pytest.approx(100 * len(rows) / 2)
+    assert (
+        "Over seeds: the best individual's optimizer class" in (folder / "summary.md").read_text()
+    )
+
+    paper = pd.DataFrame(
+        {
+            "optimizer_class": ["SGD", "Adam", "SGD", None],
+            "nesterov": [False, None, True, None],
+            "lr": [3.61e-4, 2.68e-4, 5.6e-3, 0.1],
+            "step_momentum": [0.0, math.nan, 0.11, math.nan],
+            "hyperparameters": ["", "", "", "sgd (lr=0.1; constant)"],
+        }
+    )
+    assert [tables.as_paper(row) for row in paper.itertuples()] == [
+        "sgd, nesterov=F, lr=3.61e-4, momentum=0",  # as the paper's Table 6 writes them
+        "adam, lr=2.68e-4",
+        "sgd, nesterov=T, lr=5.60e-3, momentum=0.11",
+        "sgd (lr=0.1; constant)",  # recorded before optimizers were: the plan
+    ]
+    old = tables.table6(individuals.drop(columns=list(tables.USED)))
+    first = old[(old["method"] == "esgd") & (old["seed"] == 0) & (old["generation"] == 1)]
+    assert f"| {first['hyperparameters'].item()} |" in tables.table6_markdown(old, 0)
+    assert "first-step" not in tables.table6_summary_markdown(old)
+
+
 # --- bad settings ------------------------------------------------------------------------------
 
 BAD = {
@@ -505,6 +688,16 @@ BAD = {
         ["esgd.offspring=3", "esgd.offspring_sgd_steps=1"],
         "the offspring's 3 warm steps per generation (K_v x lambda x W) come out of the SGD",
     ),
+    "annealing factor zero": (["esgd.anneal=0"], "esgd.anneal must be a number > 0 (1.0: off)"),
+    "annealing factor negative": (
+        ["esgd.anneal=-0.5"],
+        "must be a number > 0 (1.0: off), got -0.5",
+    ),
+    "annealing factor a word": (["esgd.anneal=fast"], "esgd.anneal must be a number, got 'fast'"),
+    "annealing a rate not drawn": (
+        ["esgd.anneal=0.1", "~esgd.pool.adam.ranges"],
+        "esgd.anneal scales the drawn rates: esgd.pool.adam needs ranges.lr",
+    ),
     "warm steps eating the SGD phase": (
         ["esgd.offspring_sgd_steps=6"],
         "the offspring's 24 warm steps per generation",
@@ -541,6 +734,7 @@ COMMANDS = {
 
 CLI_BAD = {
     "top_k": ("esgd.top_k=17", "esgd.top_k (17) must be at most esgd.population (16)"),
+    "anneal": ("esgd.anneal=0", "esgd.anneal must be a number > 0 (1.0: off), got 0"),
     # an old command: the key is still in the preset (null), so Hydra does not refuse it first
     "old fitness key": ("esgd.fitness_size=10000", "esgd.fitness_size is now data.val_size"),
 }

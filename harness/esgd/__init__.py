@@ -4,9 +4,10 @@ A population of mu networks of one architecture alternates, for K generations, b
 
 1. an **SGD phase** (`trainer`): each individual draws a plan from the pool (an optimizer, its
    hyper-parameters, a learning-rate schedule; `pool`) and takes K_s steps, on this generation's
-   stretch of the schedule (schedules span the whole run, so late generations anneal). Every
-   `backoff_every` steps its fitness is measured; an individual whose fitness got worse **backs
-   off**: its weights, optimizer state and schedule are restored to the last check;
+   stretch of the schedule (schedules span the whole run, so late generations anneal; with
+   `anneal` < 1, the rates plans are drawn with fall too). Every `backoff_every` steps its
+   fitness is measured; an individual whose fitness got worse **backs off**: its weights,
+   optimizer state and schedule are restored to the last check;
 2. an **evolution phase** (`operators`): K_v times, lambda offspring are made by intermediate
    recombination of rho random parents plus Gaussian mutation, and mu survivors are chosen from
    parents + offspring by m-elitist selection (the m fittest, plus mu - m drawn at random from

@@ -210,7 +210,8 @@ def summary_markdown(tables: dict[str, pd.DataFrame], cfg: DictConfig, record: d
     lines = [
         f"# ESGD on {cfg.model.hidden} ({', '.join(cfg.model.activations)}) MLP",
         "",
-        f"mu={e.population}, lambda={e.offspring}, m={e.elite}, K={e.generations}, "
+        f"mu={e.population}, lambda={e.offspring}, m={e.elite} ({e.elite / e.population:.0%} of "
+        f"mu), K={e.generations}, "
         f"K_s={e.sgd_steps} (back-off check every {e.backoff_every}), K_v={e.evolution_steps}, "
         f"rho={e.parents}, sigma={e.mutation_std}{_variant(e)}; pool: {', '.join(e.pool)}; "
         "schedules: "
@@ -234,7 +235,14 @@ def summary_markdown(tables: dict[str, pd.DataFrame], cfg: DictConfig, record: d
         "",
         f"## Table 6: the best individual after each SGD phase (ESGD, seed {seeds[0]})",
         "",
+        "Its optimizer as the paper writes it (lr: its plan's rate), and the rate its first "
+        "step in the generation used (the schedule's position included).",
+        "",
         t.table6_markdown(tables[t.TABLE6], seeds[0]),
+        "",
+        "Over seeds: the best individual's optimizer class (% of seeds) and its rates (median).",
+        "",
+        t.table6_summary_markdown(tables[t.TABLE6]),
         "",
         "## Figure 2: new offspring among the selected and among the m elite, per generation",
         "",

@@ -15,6 +15,11 @@ mini-batch); fitness and test evaluations are not counted. Every method gets mu 
 * ``single``: one network with the plan of the population baseline's best individual (and its
   initial weights), trained mu * K * K_s steps.
 
+``anneal`` (1: off) multiplies every plan's rate in generation k by anneal^((k-1)/(K-1)): ESGD's
+plans are drawn from rate ranges scaled so, an inherited plan is scaled so, and each baseline
+individual's rate is scaled so during the k-th of its K stretches (optimizer state and schedule
+position kept): equal compute and equal annealing.
+
 For one seed every method starts from the same mu initial networks and sees the same sequence
 of shared mini-batches (the single baseline continues it mu times longer). Each method records
 one row per generation x individual (`Log`); a generation of a baseline is a checkpoint after the
@@ -40,7 +45,7 @@ from harness.engine import batch_indices
 from harness.esgd.operators import align, choose_parents, rank, recombine, select
 from harness.esgd.pool import Plan, Pool
 from harness.esgd.settings import Settings
-from harness.esgd.trainer import Trainer
+from harness.esgd.trainer import UNUSED, Trainer
 from harness.models import MLP
 from harness.problems.classification import Classification
 from harness.stacked_model import StackedMLP
@@ -119,8 +124,10 @@ class Log:
         selected: Sequence[Individual],
         start: dict[int, float] | None = None,
         backoffs: dict[int, int] | None = None,
+        used: dict[int, dict] | None = None,
     ) -> None:
-        """Record `candidates` (trained by `plans`, by uid; offspring have none) and which
+        """Record `candidates` (trained by `plans`, by uid, and with what their optimizers used
+        at the generation's first step, `used`; offspring at birth have neither) and which
         survive; evaluates them on the test set for the tables."""
         s = self.study.settings
         test_loss, test_error = self.study.evaluate([c.model for c in candidates], test=True)
@@ -143,6 +150,7 @@ class Log:
                     "schedule": plan.schedule if plan else "",
                     "hyperparameters": plan.describe() if plan else "",
                     **{key: hyper.get(key, math.nan) for key in self.keys},
+                    **(used or {}).get(c.uid, UNUSED),
                     "backoffs": (backoffs or {}).get(c.uid, 0),
                     "fitness_start": (start or {}).get(c.uid, math.nan),
                     "fitness": c.fitness,
@@ -173,16 +181,17 @@ def sgd_phase(
     batches,
     generation: int,
     steps: int | None = None,
-) -> dict[int, int]:
+) -> tuple[dict[int, int], dict[int, dict]]:
     """Train every individual `steps` (default K_s) with its plan (its schedule at this
     generation's stretch of a run of K x `steps`); every `backoff_every` steps (and at the end),
-    an individual whose fitness rose is restored to the previous check. Returns the back-offs by
-    uid."""
+    an individual whose fitness rose is restored to the previous check. Returns the back-offs
+    and what each optimizer used at the first step (`Trainer.used`), by uid."""
     s = study.settings
     steps = steps or s.sgd_steps
     models = [i.model for i in population]
     start = (generation - 1) * steps
     trainer = Trainer(study, models, plans, s.generations * steps, batches, start)
+    used = dict(zip((i.uid for i in population), trainer.used(), strict=True))
     backoffs = dict.fromkeys((i.uid for i in population), 0)
     for check in range(0, steps, s.backoff_every):
         snapshot = trainer.snapshot()
@@ -193,7 +202,7 @@ def sgd_phase(
             else:  # worse, or NaN
                 trainer.restore(snapshot, k)
                 backoffs[individual.uid] += 1
-    return backoffs
+    return backoffs, used
 
 
 def offspring(
@@ -232,22 +241,25 @@ def warm_up(
     study: Study,
     children: list[Individual],
     plans: dict[int, Plan],
+    used: dict[int, dict],
     batches,
     steps: int,
     phase: int,
     generation: int,
 ) -> None:
     """Train `children` `steps` SGD steps each (together, on the run's shared mini-batches),
-    each with its first parent's plan (by uid in `plans`, where the children's are added) and
-    fresh optimizer state, at the schedule's position where this generation's SGD phase of
-    `phase` steps began."""
+    each with its first parent's plan (by uid in `plans`, where the children's are added, and
+    what their optimizers used in `used`) and fresh optimizer state, at the schedule's position
+    where this generation's SGD phase of `phase` steps began."""
     if not steps:
         return
     inherited = [plans[c.parents[0]] for c in children]
     models = [c.model for c in children]
     s = study.settings
     start, span = (generation - 1) * phase, s.generations * phase
-    Trainer(study, models, inherited, span, batches, start).train(steps)
+    trainer = Trainer(study, models, inherited, span, batches, start)
+    used.update(zip((c.uid for c in children), trainer.used(), strict=True))
+    trainer.train(steps)
     plans.update({c.uid: plan for c, plan in zip(children, inherited, strict=True)})
 
 
@@ -273,14 +285,16 @@ def esgd(study: Study, seed: int, evolve: bool = True) -> list[dict]:
             plans = [plan_of[i.uid] for i in population]
         else:
             plans = [study.pool.sample(rng["plans"]) for _ in population]
+        plans = [plan.annealed(s.rate_scale(generation)) for plan in plans]
         start = {i.uid: i.fitness for i in population}
-        backoffs = sgd_phase(study, population, plans, batches, generation, phase)
+        backoffs, used = sgd_phase(study, population, plans, batches, generation, phase)
         trained = {i.uid: plan for i, plan in zip(population, plans, strict=True)}
         candidates = list(population)
         warm = functools.partial(
             warm_up,
             study,
             plans=trained,
+            used=used,
             batches=batches,
             steps=warm_steps,
             phase=phase,
@@ -294,7 +308,7 @@ def esgd(study: Study, seed: int, evolve: bool = True) -> list[dict]:
             everyone = population + children
             chosen = select([i.fitness for i in everyone], s.population, s.elite, rng["evolution"])
             population = [everyone[i] for i in chosen]
-        log.generation(generation, candidates, trained, population, start, backoffs)
+        log.generation(generation, candidates, trained, population, start, backoffs, used)
     return log.rows
 
 
@@ -302,7 +316,8 @@ def independent(
     study: Study, seed: int, method: str, uids: Sequence[int], plans: Sequence[Plan]
 ) -> list[dict]:
     """The baselines: individuals `uids` of the initial population, each trained alone with its
-    one plan for its share of mu * K * K_s steps, recorded after every mu * K_s of them."""
+    one plan for its share of mu * K * K_s steps, recorded after every mu * K_s of them; in
+    the k-th such stretch its rate is annealed as ESGD's in generation k."""
     s, rng = study.settings, generators(seed)
     log = Log(study, method, seed)
     initial = study.initial(rng["init"])  # the same networks ESGD starts from
@@ -313,13 +328,19 @@ def independent(
     batches = study.batches(steps, rng["order"])
     models = [i.model for i in population]
     trainer = Trainer(study, models, plans, steps, batches)
-    by_uid = {i.uid: plan for i, plan in zip(population, plans, strict=True)}
+    current = list(plans)
     for generation in range(1, s.generations + 1):
+        stretch = [plan.annealed(s.rate_scale(generation)) for plan in plans]
+        if stretch != current:  # annealing: the same optimizers go on at the new rate
+            trainer.rebase(stretch, start=(generation - 1) * per_generation)
+            current = stretch
+        by_uid = {i.uid: plan for i, plan in zip(population, stretch, strict=True)}
+        used = dict(zip((i.uid for i in population), trainer.used(), strict=True))
         start = {i.uid: i.fitness for i in population}
         trainer.train(per_generation)
         for individual, fitness in zip(population, trainer.fitness(), strict=True):
             individual.fitness = fitness
-        log.generation(generation, population, by_uid, population, start)
+        log.generation(generation, population, by_uid, population, start, used=used)
     return log.rows
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass
 
@@ -12,17 +13,31 @@ from harness.building import optimizer_and_schedule
 from harness.errors import ConfigError
 
 
+def _readable(value: float) -> float:
+    """`value` to 3 significant digits (readable tables)."""
+    return float(f"{value:.3g}")
+
+
 @dataclass(frozen=True)
 class Plan:
     """What one individual trains with for one SGD phase (or a baseline for its whole run)."""
 
     optimizer: str  # a pool entry
     hyperparameters: dict[str, float]  # sampled values, passed to the optimizer class
-    schedule: str  # a schedule entry, spanning the phase
+    schedule: str  # a schedule entry, spanning the run (a phase takes its stretch)
 
     def describe(self) -> str:
         values = ", ".join(f"{k}={v:g}" for k, v in self.hyperparameters.items())
         return f"{self.optimizer} ({values}; {self.schedule})"
+
+    def annealed(self, scale: float) -> Plan:
+        """This plan with its rate (its drawn `lr`) times `scale`, to 3 significant digits; for a
+        plan just drawn, that is a draw from its rate range scaled by `scale` (a log-uniform
+        draw is scale-free). With `scale` 1, this plan itself."""
+        if scale == 1:
+            return self
+        rate = _readable(self.hyperparameters["lr"] * scale)
+        return dataclasses.replace(self, hyperparameters={**self.hyperparameters, "lr": rate})
 
 
 def _uniform(generator: torch.Generator) -> float:
@@ -48,8 +63,7 @@ class Pool:
         name = _choice(self.names, generator)
         hyperparameters = {}
         for key, (low, high) in (self.pool[name].get("ranges") or {}).items():
-            value = low * (high / low) ** _uniform(generator)
-            hyperparameters[key] = float(f"{value:.3g}")
+            hyperparameters[key] = _readable(low * (high / low) ** _uniform(generator))
         return Plan(name, hyperparameters, _choice(self.schedule_names, generator))
 
     def build(self, plan: Plan, model: torch.nn.Module, steps: int, start: int = 0):

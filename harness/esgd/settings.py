@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from omegaconf import DictConfig, OmegaConf
@@ -28,6 +29,7 @@ class Settings:
     population_init_std: float  # jitter: std of the Gaussian added to each individual's weights
     offspring_sgd_steps: int  # W: SGD steps of every offspring before it is evaluated
     plans: str  # redraw (per individual and generation), inherit (kept; a child: its parent's)
+    anneal: float  # every plan's rate falls by this factor from the first generation to the last
     repeats: int  # seeds seed, seed + 1, ...: every method runs once per seed
     methods: tuple[str, ...]
     pool: DictConfig  # name -> {optimizer: partial config, ranges: {hyper-parameter: [lo, hi]}}
@@ -37,6 +39,11 @@ class Settings:
     def steps(self) -> int:
         """Mini-batch steps per individual over the whole run."""
         return self.generations * self.sgd_steps
+
+    def rate_scale(self, generation: int) -> float:
+        """What plans' rates are multiplied by in `generation` (1 to K): anneal^((k-1)/(K-1)),
+        1 in the first generation and `anneal` in the last (exactly 1 when annealing is off)."""
+        return self.anneal ** ((generation - 1) / max(self.generations - 1, 1))
 
 
 METHODS = ("single", "population", "esgd_no_evolution", "esgd")
@@ -50,6 +57,7 @@ UNRECORDED = {
     "offspring_sgd_steps": 0,
     "recombination": "mean",
     "plans": "redraw",
+    "anneal": 1.0,
 }
 
 
@@ -68,6 +76,19 @@ def _ranges(name: str, entry: DictConfig) -> None:
             if 0 < low <= high:
                 continue
         raise ConfigError(f"{where} must be [low, high] with 0 < low <= high, got {bounds}")
+
+
+def _anneal(node: DictConfig) -> float:
+    """The annealing factor: > 0 and finite; other than 1, every pool entry draws its rate."""
+    anneal = require_number(node.get("anneal"), "esgd.anneal")
+    if not (anneal > 0 and math.isfinite(anneal)):
+        raise ConfigError(f"esgd.anneal must be a number > 0 (1.0: off), got {node.anneal}")
+    fixed = [name for name, entry in node.pool.items() if "lr" not in (entry.get("ranges") or {})]
+    if anneal != 1 and fixed:
+        raise ConfigError(
+            f"esgd.anneal scales the drawn rates: esgd.pool.{fixed[0]} needs ranges.lr"
+        )
+    return anneal
 
 
 def _population_init(node: DictConfig) -> tuple[str, float]:
@@ -146,6 +167,7 @@ def settings(cfg: DictConfig) -> Settings:
         _ranges(name, entry)
     if not node.get("schedules"):
         raise ConfigError("esgd.schedules must name at least one schedule")
+    anneal = _anneal(node)
     return Settings(
         population=population,
         offspring=offspring,
@@ -162,6 +184,7 @@ def settings(cfg: DictConfig) -> Settings:
         population_init_std=init_std,
         offspring_sgd_steps=warm,
         plans=node.plans,
+        anneal=anneal,
         repeats=_positive(node, "repeats"),
         methods=methods,
         pool=node.pool,

@@ -5,6 +5,7 @@ generation) and Figure 2 (share of offspring among the selected)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,9 @@ LABELS = {
     "esgd_no_evolution": "ESGD w/o evolution",
     "esgd": "ESGD",
 }
+# What the rows record of each optimizer as it stepped (`trainer.Trainer.used`; studies
+# recorded before it have no such columns)
+USED = ("optimizer_class", "step_lr", "step_momentum", "nesterov")
 
 
 def methods_in(frame: pd.DataFrame) -> list[str]:
@@ -76,17 +80,41 @@ def table1(individuals: pd.DataFrame, top_k: int) -> pd.DataFrame:
 
 def table6(individuals: pd.DataFrame) -> pd.DataFrame:
     """Per method that draws plans every generation, seed and generation: the plan of the
-    individual with the best fitness after the SGD phase, and whether the generation's best
-    survivor is an offspring."""
+    individual with the best fitness after the SGD phase (its rate, annealed where the study
+    anneals, and what its optimizer used at the generation's first step), and whether the
+    generation's best survivor is an offspring."""
     trained = individuals[(individuals["optimizer"] != "") & ~individuals["offspring"]]
     trained = trained[trained["method"].isin(["esgd", "esgd_no_evolution"])]
     keys = ["method", "seed", "generation"]
     best = trained.sort_values([*keys, "fitness", "uid"]).groupby(keys).head(1).set_index(keys)
     kept = survivors(individuals)
     best_survivor = kept[kept["place"] == 1].set_index(keys)["offspring"]
-    columns = ["optimizer", "hyperparameters", "lr", "schedule", "fitness", "test_error"]
-    table = best[columns].join(best_survivor.rename("best_is_offspring"), how="left")
-    return table.reset_index()
+    plan = ["optimizer", "hyperparameters", "lr", "momentum", "schedule", *USED]
+    table = best.reindex(columns=[*plan, "fitness", "test_error"])
+    return table.join(best_survivor.rename("best_is_offspring"), how="left").reset_index()
+
+
+def family(table: pd.DataFrame) -> pd.Series:
+    """Each row's optimizer class in lower case ("adam", "sgd": the names of the paper's Table
+    6); in rows recorded before the class was, the pool entry."""
+    recorded = table["optimizer_class"].astype("string").str.lower().fillna("")
+    return recorded.where(recorded != "", table["optimizer"])
+
+
+def table6_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """`table6` over seeds, per method and generation: per optimizer class (`family`), the
+    share of the best individuals on it (%) and, among those, the median of their rate (the
+    plan's) and of the rate their first step used (the schedule's position included)."""
+    frame = table.assign(family=family(table))
+    keys = ["method", "generation"]
+    seeds = frame.groupby(keys).size()
+    columns = {"seeds": seeds}
+    for name in sorted(frame["family"].unique()):
+        mine = frame[frame["family"] == name].groupby(keys)
+        columns[f"{name} (%)"] = 100 * mine.size().reindex(seeds.index, fill_value=0) / seeds
+        columns[f"{name}: median lr"] = mine["lr"].median()
+        columns[f"{name}: median first-step lr"] = mine["step_lr"].median()
+    return pd.DataFrame(columns).reset_index()
 
 
 def offspring_share(individuals: pd.DataFrame, elite: int) -> pd.DataFrame:
@@ -205,14 +233,63 @@ def comparison_markdown(table: pd.DataFrame, method: str = "esgd") -> str:
     return markdown_table(pd.DataFrame(rows), index=False)
 
 
+def _paper_number(value: float) -> str:
+    """2.68e-4, as the paper's Table 6 writes a rate."""
+    mantissa, exponent = f"{value:.2e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def as_paper(row) -> str:
+    """A row's optimizer as the paper's Table 6 writes it: "adam, lr=2.68e-4", "sgd,
+    nesterov=F, lr=3.61e-4, momentum=0"; rows recorded before optimizers were: the plan."""
+    if not isinstance(row.optimizer_class, str) or not row.optimizer_class:
+        return row.hyperparameters
+    parts = [row.optimizer_class.lower()]
+    if isinstance(row.nesterov, bool | np.bool_):
+        parts.append(f"nesterov={'T' if row.nesterov else 'F'}")
+    if not math.isnan(row.lr):
+        parts.append(f"lr={_paper_number(row.lr)}")
+    if not math.isnan(row.step_momentum):
+        parts.append(f"momentum={row.step_momentum:.3g}")
+    return ", ".join(parts)
+
+
 def table6_markdown(table: pd.DataFrame, seed: int) -> str:
+    """ESGD's `table6` for one seed: the optimizer as the paper writes it, its schedule and the
+    rate of its first step in the generation."""
     t = table[(table["method"] == "esgd") & (table["seed"] == seed)]
-    t = t.assign(
-        fitness=t["fitness"].map("{:.4f}".format),
-        test_error=(100 * t["test_error"]).map("{:.2f}".format),
+    frame = pd.DataFrame(
+        {
+            "generation": t["generation"],
+            "optimizer": [as_paper(row) for row in t.itertuples()],
+            "schedule": t["schedule"],
+            "first-step lr": t["step_lr"].map(_number),
+            "fitness": t["fitness"].map("{:.4f}".format),
+            "test error (%)": (100 * t["test_error"]).map("{:.2f}".format),
+            "best survivor is an offspring": t["best_is_offspring"],
+        }
     )
-    columns = ["generation", "optimizer", "hyperparameters", "fitness", "test_error"]
-    return markdown_table(t[columns + ["best_is_offspring"]], index=False)
+    if t["step_lr"].isna().all():  # a study recorded before the rows had it
+        frame = frame.drop(columns="first-step lr")
+    return markdown_table(frame, index=False)
+
+
+def _number(value: float) -> str:
+    return "–" if math.isnan(value) else f"{value:.3g}"
+
+
+def table6_summary_markdown(table: pd.DataFrame) -> str:
+    """`table6_summary`: shares in %, rates to 3 significant digits (columns without any, as
+    the first-step rates of a study recorded before the rows had them, left out)."""
+    summary = table6_summary(table).dropna(axis=1, how="all")
+    shares = [c for c in summary.columns if c.endswith(" (%)")]
+    rates = [c for c in summary.columns if "median" in c]
+    summary = summary.assign(
+        method=summary["method"].map(LABELS),
+        **{c: summary[c].map("{:.0f}".format) for c in shares},
+        **{c: summary[c].map(_number) for c in rates},
+    )
+    return markdown_table(summary, index=False)
 
 
 def offspring_share_markdown(share: pd.DataFrame) -> str:
