@@ -351,8 +351,8 @@ def _require_identities(runs: pd.DataFrame) -> None:
         )
 
 
-# Columns of the runs table that curves carry on every row.
-_CURVE_ID_COLUMNS = [*ID_COLUMNS, "config_id", "quality", "higher_is_better", "status", "run_dir"]
+# Columns of the runs table that curves carry on every row (others on request).
+CURVE_ID_COLUMNS = [*ID_COLUMNS, "config_id", "quality", "higher_is_better", "status", "run_dir"]
 
 
 def load_curves(
@@ -362,22 +362,23 @@ def load_curves(
     skip: Iterable[str] = (),
     columns: Iterable[str] | None = None,
 ) -> pd.DataFrame:
-    """Per-step metrics of the runs under `paths`, long format, each row with its run's
-    identifying columns (those of `load_runs`: short columns, config_id, the varying config
-    keys), status, run_dir, then iteration, epoch, time_s, metric, value.
+    """Per-step metrics of the runs under `paths`, long format, each row with its run's short
+    identifying columns (CURVE_ID_COLUMNS: model, optimizer, ..., seed, config_id, quality,
+    higher_is_better, status, run_dir), then iteration, epoch, time_s, metric, value.
 
     Only what is asked is read: the `metrics` named (None: all) but those in `skip` (a figure of
     test accuracy need not read the batch losses: skip=STEP_METRICS) of the runs in `runs` (the
     `load_runs` table of the same paths, or any subset of it; None: all), the filter pushed
-    into the Parquet scan; and of the columns, those in `columns` (None: all; iteration, metric
-    and value always). The run's columns are joined by its row, as categories where they are
-    text: a zoo's 5 million rows hold ~1,200 runs' identities, not 5 million copies of them.
+    into the Parquet scan; and the `columns` named (None: CURVE_ID_COLUMNS and METRIC_COLUMNS;
+    iteration, metric and value always), among them any config-key column of `runs`
+    (`config_keys`: a zoo's runs vary 215 keys, which would be 215 more columns on each of its
+    5 million rows). A run's columns are joined by its row, as categories where they are text.
     Rows come in the order of `runs`, each run's by iteration."""
     paths = _as_list(paths)
     runs = load_runs(paths) if runs is None else runs
     wanted = None if metrics is None else list(metrics)
-    every = [*_CURVE_ID_COLUMNS, *config_keys(runs)]
-    asked = set(every + METRIC_COLUMNS if columns is None else columns)
+    every = [*CURVE_ID_COLUMNS, *config_keys(runs)]
+    asked = set(CURVE_ID_COLUMNS + METRIC_COLUMNS if columns is None else columns)
     columns = [c for c in every if c in asked]
     measured = [c for c in METRIC_COLUMNS if c in asked | {"iteration", "metric", "value"}]
     position = pd.Series(range(len(runs)), index=runs["run_dir"].astype(str))
@@ -388,9 +389,9 @@ def load_curves(
         if not relative:
             continue
         table = storage.read_curves(sweep_dir, wanted, relative, skip, measured)
-        rows = _positions(table["run_dir"], prefix, position)
-        parts.append(table.select(measured).to_pandas().assign(_row=rows))
-        found += [sweep_dir]
+        parts.append(_arrays(table, measured, _positions(table["run_dir"], prefix, position)))
+        found.append(sweep_dir)
+        del table  # its columns live on in the arrays, until each is placed
     consolidated = {r for r in position.index if any(r.startswith(f"{d}{os.sep}") for d in found)}
     for run_dir in position.index.difference(list(consolidated)):
         if (Path(run_dir) / METRICS_FILE).exists():
@@ -398,28 +399,73 @@ def load_curves(
             if wanted is not None:
                 frame = frame[frame["metric"].isin(wanted)]
             frame = frame[~frame["metric"].isin(list(skip))]
-            parts.append(frame[measured].assign(_row=position[run_dir]))
-    parts = [p for p in parts if len(p)]
+            table = pa.Table.from_pandas(frame[measured], preserve_index=False)
+            rows = np.full(len(frame), position[run_dir], np.int64)
+            parts.append(_arrays(table, measured, rows))
+    parts = [p for p in parts if len(p["_row"])]
     if not parts:
         return pd.DataFrame(columns=[*columns, *measured])
-    names = sorted({str(m) for p in parts for m in p["metric"].unique()})
-    kind = pd.CategoricalDtype(names)  # one set of categories: concatenated, they stay ones
-    parts = [p.assign(metric=_categories(p["metric"], kind)) for p in parts]
-    metric_rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-    metric_rows = metric_rows[metric_rows["_row"] >= 0]
-    metric_rows = metric_rows.sort_values(["_row", "iteration"], kind="stable", ignore_index=True)
-    rows = metric_rows.pop("_row").to_numpy()
+    return _assembled(parts, runs, columns, measured)
+
+
+def _arrays(table: pa.Table, measured: list[str], rows: np.ndarray) -> dict[str, Any]:
+    """A curves table's columns as numpy arrays (the metric as its names and their codes), with
+    each row's row in the runs table."""
+    arrays: dict[str, Any] = {"_row": rows}
+    for name in measured:
+        column = table[name]
+        if name == "metric":
+            encoded = column.combine_chunks()
+            if not isinstance(encoded, pa.DictionaryArray):
+                encoded = encoded.dictionary_encode()
+            arrays["metric"] = (encoded.dictionary.to_pylist(), encoded.indices.to_numpy())
+        else:
+            arrays[name] = column.to_numpy()
+    return arrays
+
+
+def _assembled(
+    parts: list[dict], runs: pd.DataFrame, columns: list[str], measured: list[str]
+) -> pd.DataFrame:
+    """The curves of `parts` (`_arrays`) with each run's `columns` joined by its row, in the order
+    of `runs` and, within a run, of iterations; built a column at a time, each read array let go
+    once it is placed (a zoo's 5 million rows: the whole table is never copied)."""
+    rows = _joined([p.pop("_row") for p in parts])
+    order = np.lexsort((_joined([p["iteration"] for p in parts]), rows))
+    order = order[rows[order] >= 0]  # rows of runs not asked for (the dictionary's others)
+    rows = rows[order]
+    out: dict[str, Any] = {}
     ids = _compact(runs[columns])
-    curves = pd.concat(
-        [ids.iloc[rows].reset_index(drop=True), metric_rows.reset_index(drop=True)], axis=1
-    )
-    if "step_time_alone_s" in runs and "time_s" in curves:
+    for name in columns:
+        column = ids[name]
+        if isinstance(column.dtype, pd.CategoricalDtype):
+            codes = column.cat.codes.to_numpy()[rows]
+            out[name] = pd.Categorical.from_codes(codes, dtype=column.dtype)
+        else:
+            out[name] = column.to_numpy()[rows]
+    names = sorted({n for p in parts for n in p["metric"][0]})
+    for name in measured:
+        if name == "metric":
+            codes = _joined(
+                [
+                    np.searchsorted(names, p["metric"][0]).astype(np.int16)[p["metric"][1]]
+                    for p in parts
+                ]
+            )
+            out[name] = pd.Categorical.from_codes(codes[order], categories=names)
+        else:
+            out[name] = _joined([p.pop(name) for p in parts])[order]
+    if "step_time_alone_s" in runs and "time_s" in out:
         # A run's clock is its steps times its step alone where it was calibrated (a stacked
         # run's measured clock is its whole stack's): `own_step_time`.
         alone = pd.to_numeric(runs["step_time_alone_s"], errors="coerce").to_numpy()[rows]
-        clock = curves["iteration"].to_numpy() * alone
-        curves["time_s"] = np.where(np.isnan(clock), curves["time_s"].to_numpy(), clock)
-    return curves
+        clock = out["iteration"] * alone
+        out["time_s"] = np.where(np.isnan(clock), out["time_s"], clock)
+    return pd.DataFrame(out, copy=False)
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
 def concat_curves(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
@@ -450,12 +496,6 @@ def _positions(run_dirs: pa.ChunkedArray, prefix: str, position: pd.Series) -> n
         lookup = position.reindex([prefix + n for n in names]).fillna(-1).to_numpy(np.int64)
         rows.append(lookup[chunk.indices.to_numpy(zero_copy_only=False)])
     return np.concatenate(rows) if rows else np.zeros(0, np.int64)
-
-
-def _categories(column: pd.Series, kind: pd.CategoricalDtype) -> pd.Series:
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        return column.cat.set_categories(kind.categories)
-    return column.astype(kind)
 
 
 def _compact(ids: pd.DataFrame) -> pd.DataFrame:

@@ -15,7 +15,15 @@ from omegaconf import OmegaConf
 from harness import analysis, tuning_curves
 from harness.analysis import LR_KEY
 from harness.report.common import Skipped
-from harness.results import STEP_METRICS, concat_curves, load_curves, load_runs
+from harness.results import (
+    CURVE_ID_COLUMNS,
+    METRIC_COLUMNS,
+    STEP_METRICS,
+    concat_curves,
+    config_keys,
+    load_curves,
+    load_runs,
+)
 from harness.search import PROTOCOL_FILE, SHORTLIST
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,12 +74,13 @@ def report_curves(sweep: str | Path, runs: pd.DataFrame) -> pd.DataFrame:
     """The curves the report's figures read: every metric evaluated (the batch losses and rates
     logged every few steps, 95 % of a study's rows, left out), and the rate and momentum of the
     runs whose optimizer tunes them itself (YellowFin: they log a momentum)."""
-    curves = load_curves(sweep, runs, skip=STEP_METRICS)
-    tuners = load_curves(sweep, runs, metrics=["momentum"])["run_dir"].unique()
+    columns = [*CURVE_ID_COLUMNS, *config_keys(runs), *METRIC_COLUMNS]  # labels read them
+    curves = load_curves(sweep, runs, skip=STEP_METRICS, columns=columns)
+    tuners = load_curves(sweep, runs, metrics=["momentum"], columns=["run_dir"])["run_dir"]
     if not len(tuners):
         return curves
-    tuned = runs[runs["run_dir"].isin(list(tuners))]
-    return concat_curves([curves, load_curves(sweep, tuned, metrics=["lr", "momentum"])])
+    tuned = runs[runs["run_dir"].isin(set(tuners))]
+    return concat_curves([curves, load_curves(sweep, tuned, ["lr", "momentum"], columns=columns)])
 
 
 def sweep_from_env(study: str | None = None) -> Path:
