@@ -215,8 +215,8 @@ def test_curve_bands_are_the_mean_over_seeds_and_stop_where_a_seed_diverged(tabl
 
 
 def test_time_to_target_is_the_first_evaluation_reaching_it(tables):
-    _, curves = tables
-    ttt = analysis.time_to_target(curves, TARGET)
+    runs, curves = tables
+    ttt = analysis.time_to_target(runs, curves, TARGET)
     assert len(ttt) == curves["run_dir"].nunique()
     assert set(ttt["metric"]) == {"val_accuracy"}  # the split that chooses the fastest rate
     accuracy = curves[curves["metric"] == "val_accuracy"]
@@ -231,9 +231,9 @@ def test_time_to_target_is_the_first_evaluation_reaching_it(tables):
         else:
             assert math.isnan(row["iterations_to_target"])
     assert 0 < ttt["reached"].sum() < len(ttt)  # the smoke target splits the runs
-    assert not analysis.time_to_target(curves, 1.01)["reached"].any()
+    assert not analysis.time_to_target(runs, curves, 1.01)["reached"].any()
     # For a loss, reaching the target means falling to it.
-    loss = analysis.time_to_target(curves, 1.0, metric="train_loss")
+    loss = analysis.time_to_target(runs, curves, 1.0, metric="train_loss")
     assert loss["reached"].sum() > 0
     first = loss[loss["reached"]].iloc[0]
     points = curves[(curves["run_dir"] == first["run_dir"]) & (curves["metric"] == "train_loss")]
@@ -457,12 +457,12 @@ def test_quality_at_time_is_taken_per_net_at_its_shortest_completed_run(tables):
 def test_a_run_that_ended_early_never_reaches_a_target(tables):
     """A run that reached the target and then diverged (or failed) is no model a user holds:
     it is not credited with reaching it, and its config's cost is infinite."""
-    _, curves = tables
-    ttt = analysis.time_to_target(curves, TARGET)
+    runs, curves = tables
+    ttt = analysis.time_to_target(runs, curves, TARGET)
     reached = ttt.loc[ttt["reached"], "run_dir"].iloc[0]
     for status in ("diverged", "failed"):
-        ended = curves.assign(status=curves["status"].where(curves["run_dir"] != reached, status))
-        again = analysis.time_to_target(ended, TARGET).set_index("run_dir")
+        ended = runs.assign(status=runs["status"].where(runs["run_dir"] != reached, status))
+        again = analysis.time_to_target(ended, curves, TARGET).set_index("run_dir")
         assert not again.loc[reached, "reached"]
         assert np.isnan(again.loc[reached, list(analysis.TARGET_MEASURES)].to_numpy(float)).all()
         config = again.loc[reached, "config_id"]

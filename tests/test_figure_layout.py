@@ -21,10 +21,10 @@ from smoke_sweep import TARGET
 
 from harness import analysis, style
 from harness.identity import identity_hash
-from harness.report import TuningStudy, default_target, make_figures, tuning_study
+from harness.report import TuningStudy, default_target, load_sweep, make_figures, tuning_study
 from harness.report.summary import against_the_course_markdown, net_table_markdown
 from harness.report.tables import final_metrics_table
-from harness.results import load_curves, load_runs, with_config_columns
+from harness.results import with_config_columns
 
 REPO = Path(__file__).resolve().parent.parent
 COURSE = REPO / "results" / "course"
@@ -118,10 +118,10 @@ def zoo_sized(runs: pd.DataFrame, curves: pd.DataFrame, copies: int, suffix: str
         new_runs["config"] = [json.dumps(d, sort_keys=True) for d in identities]
         new_runs["config_id"] = [identity_hash(d) for d in identities]
         ids = dict(zip(runs["run_dir"], new_runs["config_id"], strict=True))
-        new_curves = curves.assign(
-            optimizer=curves["optimizer"] + f"{suffix}_{i}",
-            config_id=curves["run_dir"].map(ids),
-            run_dir=curves["run_dir"] + f"/zoo{i}",
+        new_curves = curves.assign(  # its text columns are categories (load_curves): as text
+            optimizer=curves["optimizer"].astype(str) + f"{suffix}_{i}",
+            config_id=curves["run_dir"].astype(str).map(ids),
+            run_dir=curves["run_dir"].astype(str) + f"/zoo{i}",
             value=np.where(
                 curves["metric"].str.endswith("loss"),
                 curves["value"] * shift,
@@ -139,7 +139,7 @@ def zoo_sized(runs: pd.DataFrame, curves: pd.DataFrame, copies: int, suffix: str
 def figures_of(
     folder: Path, target: float | None, copies: int = 0, suffix: str = ""
 ) -> dict[str, Figure]:
-    runs, curves = load_runs(folder), load_curves(folder)
+    runs, curves = load_sweep(folder)  # as the report reads them
     if copies:
         runs, curves = zoo_sized(runs, curves, copies, suffix)
     if target is None:
@@ -165,7 +165,7 @@ def test_no_text_covers_another_in_the_course_studys_figures():
 @pytest.mark.skipif(not COURSE.exists(), reason="no committed course study")
 def test_a_single_nets_figures_keep_their_titles_within_their_width():
     """One net: one panel a figure, narrower than any title; the titles wrap to it."""
-    runs, curves = load_runs(COURSE), load_curves(COURSE)
+    runs, curves = load_sweep(COURSE)
     # its runs predate the calibration alone: their own step times stand in for it
     runs = runs[runs["model"] == "net3"].assign(step_time_alone_s=lambda r: r["step_time_s"])
     curves = curves[curves["run_dir"].isin(runs["run_dir"])]
@@ -316,10 +316,10 @@ def test_a_zoos_figures_draw_in_colour_the_best_on_validation_and_the_courses_be
     quality: one made-up optimizer is made the best on validation and the worst on test, one the
     reverse. The course's optimizers of the smoke sweep are made the worst on validation: the
     best of them (momentum) is drawn in colour all the same, the reference; the others grey."""
-    course = load_runs(smoke_sweep)
-    runs, curves = zoo_sized(course, load_curves(smoke_sweep), 40)
+    course, course_curves = load_sweep(smoke_sweep)
+    runs, curves = zoo_sized(course, course_curves, 40)
     runs = pd.concat([course, runs], ignore_index=True)
-    curves = pd.concat([load_curves(smoke_sweep), curves], ignore_index=True)
+    curves = pd.concat([course_curves, curves], ignore_index=True)
     made_up = {"adam_7": (1.0, 0.0), "sgd_3": (0.0, 1.0)}
     made_up |= {"sgd": (0.05, 1.0), "momentum": (0.06, 1.0), "adam": (0.04, 1.0)}
     for optimizer, (val, test) in made_up.items():

@@ -254,7 +254,7 @@ def test_batch_size_points_are_the_best_lr_per_batch_size(tables):
 
 def test_time_to_target_bars_are_the_fastest_configs(tables):
     runs, curves = tables
-    ts = analysis.summarize_time_to_target(analysis.time_to_target(curves, TARGET))
+    ts = analysis.summarize_time_to_target(analysis.time_to_target(runs, curves, TARGET))
     fig = report.time_to_target_figure(ts, TARGET)
     axes = np.array(fig.get_axes()).reshape(2, 2)
     for row, measure in enumerate(["iterations_to_target", "seconds_to_target"]):
@@ -277,7 +277,7 @@ def test_a_zoo_panel_where_nothing_reached_the_target_is_drawn_empty(tables, mon
     """A zoo's net where no setting reached the target and no course optimizer ran has no bar:
     its panel says so instead of failing on an empty maximum."""
     runs, curves = tables
-    ts = analysis.summarize_time_to_target(analysis.time_to_target(curves, TARGET))
+    ts = analysis.summarize_time_to_target(analysis.time_to_target(runs, curves, TARGET))
     monkeypatch.setattr("harness.report.time_to_target.LEGIBLE_SETTINGS", 0)  # zoo layout
     net2 = ts["net"] == "net2"
     ts.loc[net2, "optimizer"] = "lamb"  # not one of the course's: no reference bar
@@ -629,7 +629,7 @@ def test_tuned_hyperparameters_figure_draws_what_yellowfin_chose(tmp_path, mnist
 
 def test_time_to_target_by_batch_is_the_fastest_learning_rate_per_batch_size(tables):
     runs, curves = tables
-    ts = analysis.summarize_time_to_target(analysis.time_to_target(curves, TARGET))
+    ts = analysis.summarize_time_to_target(analysis.time_to_target(runs, curves, TARGET))
     fig = report.time_to_target_by_batch_figure(ts, TARGET)
     axes = np.array(fig.get_axes()).reshape(2, 2)
     table = analysis.fastest_along(ts, analysis.BATCH_KEY)

@@ -59,7 +59,7 @@ def picks(runs: pd.DataFrame, curves: pd.DataFrame) -> dict[str, object]:
     """Every choice the harness makes from a sweep's tables, by rule."""
     summary = analysis.summarize(runs)
     best = analysis.best_configs(summary)
-    ttt = analysis.summarize_time_to_target(analysis.time_to_target(curves, TARGET))
+    ttt = analysis.summarize_time_to_target(analysis.time_to_target(runs, curves, TARGET))
     return {
         "best_configs": sorted(best["config_id"]),
         "best_configs of a summary of test metrics (quality against step time)": sorted(
@@ -130,8 +130,8 @@ def test_the_corruption_would_change_picks_made_on_the_test_set(tables):
         bad_runs, bad_curves = _corrupted(runs, curves, seed)
         after = analysis.best_configs(analysis.summarize(bad_runs), by=by_test)["config_id"]
         moved += set(before) != set(after)
-        ttt = analysis.time_to_target(bad_curves, TARGET, metric="test_accuracy")
-        assert not ttt.equals(analysis.time_to_target(curves, TARGET, metric="test_accuracy"))
+        ttt = analysis.time_to_target(bad_runs, bad_curves, TARGET, metric="test_accuracy")
+        assert not ttt.equals(analysis.time_to_target(runs, curves, TARGET, metric="test_accuracy"))
     assert moved >= 2
 
 

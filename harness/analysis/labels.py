@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
+import numpy as np
 import pandas as pd
 
 from harness import identity
@@ -41,7 +42,16 @@ def _matches(key: str, names: Iterable[str]) -> bool:
 
 
 def _as_text(column: pd.Series) -> pd.Series:
-    # NaN (a key some runs lack) becomes 'nan': a value of its own, never a dropped group.
+    """Each value as a label writes it. NaN (a key some runs lack) becomes 'nan': a value of its
+    own, never a dropped group. A column of floats or of text is written once per distinct
+    value (a zoo's 3,939 runs x 215 keys are 850,000 cells); any other, value by value, since
+    1, 1.0 and True are equal to pandas but written apart."""
+    if pd.api.types.is_float_dtype(column.dtype) or pd.api.types.is_string_dtype(column.dtype):
+        if column.dtype == object:  # text or anything else: value by value
+            return column.map(_value_text)
+        codes, uniques = pd.factorize(column, use_na_sentinel=False)
+        texts = np.array([_value_text(v) for v in np.asarray(uniques, dtype=object)], dtype=object)
+        return pd.Series(texts[codes], index=column.index, dtype=object)
     return column.astype(object).map(_value_text)
 
 

@@ -63,7 +63,7 @@ def profile_tables(
     tables = {"final_train_loss": profile_costs(loss, "final_train_loss_cost")}
     if target is None:
         return tables
-    ttt = summarize_time_to_target(time_to_target(curves, target))
+    ttt = summarize_time_to_target(time_to_target(runs, curves, target))
     to_target = {
         measure: profile_costs(ttt, f"{measure}_cost")
         for measure in ("iterations_to_target", "seconds_to_target")

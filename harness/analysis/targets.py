@@ -32,7 +32,10 @@ TARGET_MEASURES = ("iterations_to_target", "epochs_to_target", "seconds_to_targe
 
 
 def time_to_target(
-    curves: pd.DataFrame, target: float = 0.97, metric: str | None = None
+    runs: pd.DataFrame,
+    curves: pd.DataFrame,
+    target: float = 0.97,
+    metric: str | None = None,
 ) -> pd.DataFrame:
     """Per run: the first evaluation at which `metric` (default: the validation quality, or the
     test quality for runs without a validation split) reaches `target` (>= for accuracies, <=
@@ -41,19 +44,24 @@ def time_to_target(
     failed (`ended_early`: what it reached before it ended is no model a user holds). The
     fastest configs are picked on this table, so it is measured on the split that chooses.
 
-    Resolution is the sweep's evaluation interval (train.eval_every)."""
+    Resolution is the sweep's evaluation interval (train.eval_every). Each run's identity (the
+    config keys its labels read) is its row of `runs` (`load_runs`); `curves` are its curves
+    (`load_curves`), whose rows name their run."""
     metric = metric or f"{selection_split(curves)}_{quality(curves)}"
-    columns = [*ID_COLUMNS, *config_keys(curves), "config_id", "status", "run_dir"]
-    columns += [c for c in ("quality", "higher_is_better") if c in curves]
+    present = curves["run_dir"].astype(str).unique()
+    identity = runs[runs["run_dir"].astype(str).isin(present)]
+    columns = [*ID_COLUMNS, *config_keys(identity), "config_id", "status", "run_dir"]
+    columns += [c for c in ("quality", "higher_is_better") if c in identity]
     points = curves[curves["metric"] == metric]
-    per_run = curves.drop_duplicates("run_dir")[columns].reset_index(drop=True)
+    per_run = identity.drop_duplicates("run_dir")[columns].reset_index(drop=True)
+    per_run["run_dir"] = per_run["run_dir"].astype(str)
     reached = (
         points["value"] >= target if higher_is_better(curves, metric) else points["value"] <= target
     )
     first = (
         points[reached]
         .sort_values("iteration")
-        .groupby("run_dir", sort=False)
+        .groupby(points["run_dir"].astype(str), sort=False)
         .first()[["iteration", "epoch", "time_s"]]
         .rename(
             columns={

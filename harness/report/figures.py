@@ -56,12 +56,13 @@ def figure_title(name: str) -> str:
 
 
 def time_to_target_summary(
-    curves: pd.DataFrame, target: float | None, quality: str
+    runs: pd.DataFrame, curves: pd.DataFrame, target: float | None, quality: str
 ) -> pd.DataFrame:
     """Time to target per config; Skipped when there is no target."""
     if target is None:
         raise Skipped(f"no target for {quality} (give one with --target)")
-    return analysis.summarize_time_to_target(analysis.time_to_target(curves, target))
+    ttt = analysis.time_to_target(runs, curves, target)
+    return analysis.summarize_time_to_target(ttt)
 
 
 def make_figures(
@@ -75,7 +76,7 @@ def make_figures(
     tuning curves need the sweep's tuning study (`inputs.tuning_study`)."""
     q, split = analysis.quality(runs), analysis.selection_split(curves)
     try:
-        ttt: pd.DataFrame | Skipped = time_to_target_summary(curves, target, q)
+        ttt: pd.DataFrame | Skipped = time_to_target_summary(runs, curves, target, q)
     except Skipped as exc:
         ttt = exc
 

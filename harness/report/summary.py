@@ -226,7 +226,7 @@ def summary_markdown(
         markdown_table(configs_table(summary, best), index=False),
     ]
     if target is not None:
-        target_summary = time_to_target_summary(curves, target, q)
+        target_summary = time_to_target_summary(runs, curves, target, q)
         parts += [
             "",
             f"## Time to {target_text(target, q, split)}",
