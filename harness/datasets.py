@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 # Loaded data sets by their data config (`data_key`), the oldest dropped beyond _DATA_KEPT.
 _DATA: dict[str, Any] = {}
 _DATA_KEPT = 2  # the most data sets this process loads and keeps
+_ON_DEVICE: dict[tuple, Any] = {}  # the last data set moved to a device and dtype (`data_on`)
 
 
 def data_key(cfg: DictConfig) -> str:
@@ -35,6 +36,17 @@ def load_data(cfg: DictConfig, problem: Problem) -> Any:
             del _DATA[next(iter(_DATA))]  # the oldest
         _DATA[key] = problem.load(cfg)
     return _DATA[key]
+
+
+def data_on(cfg: DictConfig, problem: Problem, device: Any, dtype: Any) -> Any:
+    """The data set of `cfg` moved to `device` in `dtype` (`problem.to`), once per process: the
+    runs of a stack, and the stacks of a worker, share one copy on a GPU instead of copying it
+    each (on the CPU in float32 it is the loaded data itself). The last one is kept."""
+    key = (data_key(cfg), problem, str(device), str(dtype))
+    if key not in _ON_DEVICE:
+        _ON_DEVICE.clear()
+        _ON_DEVICE[key] = problem.to(load_data(cfg, problem), device, dtype)
+    return _ON_DEVICE[key]
 
 
 def adopt_data(datasets: dict[str, Any]) -> None:

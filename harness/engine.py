@@ -61,6 +61,7 @@ class Outcome:
     train_time_s: float  # optimisation only, evaluations excluded (a stack's: all its members')
     error: str | None = None  # why it failed, in one line
     update_path: str | None = None  # how a stack updated it (harness.stacked_rules)
+    cuda_graph: str | None = None  # whether a CUDA graph replayed its step (harness.stacked_graph)
     resumed_at: tuple[int, ...] = ()  # the steps from which it went on from a checkpoint
     earlier_wall_s: float = 0.0  # wall time of the sittings up to the checkpoint it went on from
 
@@ -327,9 +328,14 @@ def train(
         batches = batch_indices(n, schedule.batch_size, schedule.iterations, order, device, start)
     else:  # the rows of every member drawn, the active members' taken
         batches = member_batches(n, schedule.batch_size, schedule.iterations, order, device, start)
+    taken: torch.Tensor | None = None  # `active` on the device: indexing with a list copies it
     tic = time.perf_counter()
     for it, idx in batches:
-        loss = members.step(idx if idx.dim() == 1 else idx[active])
+        if idx.dim() == 2 and len(active) < k:  # the rows of the members still training
+            if taken is None or len(taken) != len(active):
+                taken = torch.tensor(active, device=device)
+            idx = idx[taken]
+        loss = members.step(idx)
         if losses is None:
             losses = loss.new_zeros(len(active), log_every)
         losses[:, (it - 1) % log_every] = loss

@@ -14,7 +14,15 @@ from omegaconf import DictConfig, OmegaConf
 
 # Config keys that say where or how fast a run executes, not what it computes: two runs that
 # differ only in these are the same experiment.
-EXECUTION_KEYS = ("device", "threads", "data.root", "train.progress", "train.engine", "sweep")
+EXECUTION_KEYS = (
+    "device",
+    "threads",
+    "data.root",
+    "train.progress",
+    "train.engine",
+    "train.cuda_graph",
+    "sweep",
+)
 # Tables that presets read values from (the course's learning rate per net and optimizer): what
 # they feed (optimizer.lr) is in the config itself, so the tables are not part of what a run
 # computes.

@@ -11,9 +11,13 @@ launcher of `harness-train -m`) calls with the jobs of a sweep that are left to 
 * Small sweeps train in this process. Worker processes cost seconds to start (each imports
   torch), so they start only when the estimated work (`estimated_work`) of a sweep reaches
   WORKER_THRESHOLD, measured with bench/worker_threshold.py. Then each group is split into one
-  sub-stack per worker (`plan`); the workers are single-threaded, one per core, and receive the
-  data sets as shared-memory tensors instead of parsing MNIST again. On a GPU everything trains
-  in this process, unless `workers` (hydra.launcher.n_jobs) asks for more.
+  sub-stack per worker (`plan`); the workers are single-threaded and receive the data sets as
+  shared-memory tensors instead of parsing MNIST again. On the CPU there is one per core; on a
+  GPU they share the device (`harness.gpu_workers.cuda_workers`: min(cores - 1, a cap, what the
+  device's memory holds)), each moving the data there once; `workers` (hydra.launcher.n_jobs)
+  overrides either count. Workers are spawned, never forked; this process does not initialise
+  CUDA before it starts them. A stack computes the same bits in any of them as here (a sweep
+  dealt to several workers forms smaller stacks than one trained here: other stacks).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from harness import run as run_module
 from harness.building import resolve_device
 from harness.data import TensorData
 from harness.datasets import adopt_data, data_key, load_data, run_length, train_size
+from harness.gpu_workers import cuda_workers, device_memory
 from harness.identity import config_id
 from harness.job import Job
 from harness.stacked import execute_group, refusal, stack_key
@@ -252,8 +257,8 @@ def execute_jobs(
     job order. The jobs are expected to pass `run.check`. `planned` is called once the stacks
     are planned, before anything trains (the launcher keeps the probes it took for a resume).
 
-    `workers`: worker processes (default: one per core; on a GPU, none); `use_workers`: start
-    them (True), don't (False), or decide from the estimated work (None); `max_stack`,
+    `workers`: worker processes (default: `default_workers`); `use_workers`: start them
+    (True), don't (False), or decide from the estimated work (None); `max_stack`,
     `max_stack_s`: models per stack and its estimated seconds at most (None: no bound; see
     `plan`); `checkpoint_every_s`: seconds between a task's checkpoints (None: none), from
     which the same sweep goes on if it is stopped (harness.checkpoint).
@@ -261,12 +266,11 @@ def execute_jobs(
     jobs = list(jobs)
     if not jobs:  # e.g. every job of a resumed sweep had finished already
         return []
-    on_gpu = any(resolve_device(job.cfg.device).type != "cpu" for job in jobs)
-    if workers is None:
-        workers = 1 if on_gpu else (os.cpu_count() or 1)
     if use_workers is None:
         work = sum(estimated_work(job) for job in jobs if requested_engine(job.cfg) != "single")
         use_workers = work >= WORKER_THRESHOLD
+    if workers is None:  # counted only where they may start (on a GPU: its rule is logged)
+        workers = default_workers(jobs, max_stack) if use_workers else 1
     use_workers = use_workers and workers > 1
     if checkpoint_every_s is not None:  # here once, not in each worker
         checkpoint.probe(jobs)
@@ -309,6 +313,18 @@ def execute_jobs(
     return records  # type: ignore[return-value]
 
 
+def default_workers(jobs: Sequence[Job], max_stack: int | None = None) -> int:
+    """Worker processes for `jobs` where none are asked for: one per core, or on a GPU as
+    many as share it (`cuda_workers`, its rule logged)."""
+    cores = os.cpu_count() or 1
+    gpus = [d for d in (resolve_device(job.cfg.device) for job in jobs) if d.type == "cuda"]
+    if not gpus:
+        return cores
+    workers, rule = cuda_workers(jobs, device_memory(gpus[0]), cores, max_stack)
+    log.info("on %s: up to %d worker processes share it (%s)", gpus[0], workers, rule)
+    return workers
+
+
 def _threads_here(task: Task, jobs: list[Job]) -> int | None:
     """Threads for a task trained in this process: the config's `threads`, or for a stack one
     (the sweep is small, and a stack's small products gain little from a second thread but
@@ -332,6 +348,7 @@ def _train_in_workers(
     data_jobs = {data_key(jobs[i].cfg): jobs[i] for t in tasks for i in t.jobs}
     datasets = {key: load_data(job.cfg, job.problem) for key, job in data_jobs.items()}
     tasks = largest_first(tasks, jobs)
+    log.info("training %d tasks in %d worker processes", len(tasks), min(workers, len(tasks)))
     context = torch.multiprocessing.get_context("spawn")  # no fork after torch started threads
     with concurrent.futures.ProcessPoolExecutor(
         max_workers=min(workers, len(tasks)),

@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness import engine, memory
 from harness.building import build_optimizer, optimizer_and_schedule, resolve_device
 from harness.checkpoint import Checkpoint, task_checkpoint
-from harness.datasets import data_key, iterations_of, load_data
+from harness.datasets import data_key, data_on, iterations_of
 from harness.errors import ConfigError, HarnessError
 from harness.identity import config_hash
 from harness.job import Job
@@ -61,7 +61,7 @@ def run_seeds(seed: int) -> tuple[int, int]:
 
 def load_setup(job: Job, device: torch.device, dtype: torch.dtype) -> Setup:
     cfg, problem = job.cfg, job.problem
-    data = problem.to(load_data(cfg, problem), device, dtype)
+    data = data_on(cfg, problem, device, dtype)
     n_train = problem.size(data)
     train = cfg.train
     if train.batch_size > n_train:
@@ -384,6 +384,7 @@ def finish(
         "config": config,
         "engine": engine_name,
         "update_path": update_path,
+        "cuda_graph": outcome.cuda_graph,  # a stack's on CUDA: whether a graph replayed its step
         "train_time_s": outcome.train_time_s,
         "resumed_at": list(outcome.resumed_at),
         "step_time_alone_s": run.step_time_alone_s,

@@ -12,7 +12,8 @@ built them (so initialisation is the single-run engine's by construction); `Stac
 (harness.stacked_rules) steps them; the seeds of one configuration share one instance of their
 optimizer where a probe shows that this is exact. A model whose loss diverges is recorded as
 diverged and removed from the stack (the stack is rebuilt without it), so it neither slows
-down nor disturbs the others.
+down nor disturbs the others. On CUDA a stack's step is replayed from a CUDA graph where a probe
+finds that exact (harness.stacked_graph, `train.cuda_graph`).
 
 Each model writes the same metrics and run.json as `run.execute` (through `run.finish`); its
 ``time_s`` is the stack's optimisation time. harness.launcher decides which runs stack and
@@ -47,17 +48,16 @@ from harness.job import Job
 from harness.models import INIT_KEYS, MLP, MLP_TARGET, resolve_activations
 from harness.problems import Problem
 from harness.restoring import load_optimizer_state
+from harness.stacked_graph import StepGraph, attach, probe_rows
 from harness.stacked_model import StackedMLP
 from harness.stacked_module import StackedModule
 from harness.stacked_module import stacking_refusal as module_refusal
 from harness.stacked_rules import (
-    SHARED_STEP,
     Sharing,
     StackedOptimizers,
     rule_key,
     sharing_refusal,
     stacking_refusal,
-    update_path,
 )
 from harness.stepping import Needs, evaluation_mode, in_train_mode, needs_of, needs_of_class
 from harness.validate import DTYPES
@@ -162,9 +162,10 @@ def stack_key(cfg: DictConfig) -> tuple:
     Optimizer, hyper-parameters, schedule, divergence_factor, the initialisation scheme and the
     seed may differ inside a group (each model is built by run.prepare with its own settings
     and draws its own data order); execution settings (threads, progress, train.engine) are
-    ignored: the launcher decides on those.
+    ignored: the launcher decides on those. On CUDA, not train.cuda_graph: a stack has one.
     """
     train = cfg.train
+    device = resolve_device(cfg.device)
     return (
         *_architecture(cfg.model),
         train.batch_size,
@@ -174,9 +175,15 @@ def stack_key(cfg: DictConfig) -> tuple:
         train.eval_train_size,
         train.log_every,
         train.dtype,
-        str(resolve_device(cfg.device)),
+        str(device),
+        cuda_graph_setting(cfg) if device.type == "cuda" else None,
         data_key(cfg),
     )
+
+
+def cuda_graph_setting(cfg: DictConfig) -> str:
+    """The run's train.cuda_graph (`auto` for a config from before the key)."""
+    return cfg.train.get("cuda_graph", "auto")
 
 
 def _architecture(model: DictConfig) -> tuple:
@@ -199,8 +206,9 @@ def stack_of(models: Sequence[torch.nn.Module]) -> StackedMLP | StackedModule:
 class Stack:
     """K models of one architecture trained as one stacked model (the engine's `Members`): one
     pass of the stacked model over each shared mini-batch (the problem's `stacked_loss`), then
-    every optimizer's update (`StackedOptimizers`) and schedule step. Models that share an
-    update rule should be neighbours (`train_stack` orders them so)."""
+    every optimizer's update (`StackedOptimizers`, `capturable` on CUDA) and schedule step.
+    Models that share an update rule should be neighbours (`train_stack` orders them so). With
+    a `graph` (harness.stacked_graph.attach), the step's device work is replayed from it."""
 
     def __init__(
         self,
@@ -211,11 +219,13 @@ class Stack:
         data: Any,
         stack_class: type[StackedMLP] | type[StackedModule] | None = None,
         sharing: Sequence[Sharing | None] | None = None,
+        capturable: bool = False,
     ) -> None:
         self.models, self.optimizers = list(models), list(optimizers)
         self.schedulers, self.problem, self.data = list(schedulers), problem, data
         self.stack = (stack_class or stack_of)(self.models)
-        self.stepper = StackedOptimizers(self.stack, self.optimizers, sharing)
+        self.stepper = StackedOptimizers(self.stack, self.optimizers, sharing, capturable)
+        self.graph: StepGraph | None = None
         self.failed: dict[int, str] = {}
         for optimizer in self.stepper.stepping():
             in_train_mode(optimizer)  # Schedule-Free trains in its train mode, as alone
@@ -223,9 +233,22 @@ class Stack:
     def __len__(self) -> int:
         return len(self.models)
 
-    def step(self, rows: torch.Tensor) -> torch.Tensor:
+    def device_step(self, rows: torch.Tensor) -> torch.Tensor:
+        """The step's device work, after the stepper's `begin_step`: the K losses and their
+        gradients, and the stacked rules' updates (what a CUDA graph of the step captures)."""
         losses = self.problem.stacked_loss(self.stack, self.data, rows)
-        self.failed = self.stepper.step()
+        self.stepper.update_rules()
+        return losses
+
+    def step(self, rows: torch.Tensor) -> torch.Tensor:
+        self.stepper.begin_step()
+        if self.graph is None:
+            losses = self.device_step(rows)
+        else:
+            if self.stepper.remade:  # the coefficients the graph reads were made again
+                self.graph.reset()
+            losses = self.graph(rows)
+        self.failed = self.stepper.step_others()
         with warnings.catch_warnings():
             # optimizers updated by a stacked rule never call their own step()
             warnings.filterwarnings("ignore", "Detected call of")
@@ -258,6 +281,8 @@ class Stack:
         self.schedulers = [self.schedulers[j] for j in kept]
         self.stack.restack(self.models)
         self.stepper.keep(kept)
+        if self.graph is not None:  # its tensors were made again
+            self.graph.reset()
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -276,6 +301,8 @@ class Stack:
         for scheduler, saved in zip(self.schedulers, state["schedulers"], strict=True):
             scheduler.load_state_dict(saved)
         self.stepper.load_state_dict(state["stepper"])
+        if self.graph is not None:  # the rules' states are other tensors now
+            self.graph.reset()
 
 
 def train_stack(
@@ -284,27 +311,32 @@ def train_stack(
     stack_class: type[StackedMLP] | type[StackedModule] | None = None,
     share: bool = True,
     checkpoint: Checkpoint | None = None,
+    capturable: bool | None = None,
 ) -> list[Outcome]:
     """Train prepared runs of one group (one `stack_key`) together; one Outcome per run, as
-    engine.train would return it for that run alone, with the run's `update_path`. Each run
-    draws its own data order (runs of one seed share theirs); the seeds of one configuration
-    share one instance of their optimizer where `sharing_refusal` allows it (`share`: False,
-    never; benchmarks compare). `stack_class` (benchmarks, tests) forces a stacked model class
-    instead of `stack_of`'s choice. With a `checkpoint`, the stack saves its training's state
-    there and goes on from it (harness.checkpoint)."""
-    setup = runs[0].setup
-    sharing = _sharing_of(runs) if share else [None] * len(runs)
+    engine.train would return it for that run alone, with the run's `update_path` and
+    `cuda_graph` note. Each run draws its own data order (runs of one seed share theirs); the
+    seeds of one configuration share one instance of their optimizer where `sharing_refusal`
+    allows it (`share`: False, never; benchmarks compare). `stack_class` (benchmarks, tests)
+    forces a stacked model class instead of `stack_of`'s choice; `capturable` (tests) the
+    stepper's form instead of the device's (capturable on CUDA unless train.cuda_graph=off).
+    With a `checkpoint`, the stack saves its training's state there and goes on from it
+    (harness.checkpoint)."""
+    setup, device = runs[0].setup, runs[0].device
+    setting = cuda_graph_setting(runs[0].cfg)
+    if capturable is None:
+        capturable = device.type == "cuda" and setting != "off"
+    sharing = _sharing_of(runs, capturable) if share else [None] * len(runs)
     # stack order: models that share an update rule, then the seeds of one configuration, are
     # neighbours (one fused update, one shared instance)
     stack_order = sorted(
         range(len(runs)),
         key=lambda i: (
-            repr(rule_key(runs[i].optimizer)),
+            repr(rule_key(runs[i].optimizer, capturable)),
             sharing[i] and sharing[i].config_id or "",
         ),
     )
     stacked = [runs[i] for i in stack_order]
-    paths = [update_path(r.optimizer) for r in stacked]
     members = Stack(
         [r.model for r in stacked],
         [r.optimizer for r in stacked],
@@ -313,17 +345,22 @@ def train_stack(
         setup.data,
         stack_class,
         [sharing[i] for i in stack_order],
+        capturable,
     )
-    paths = [
-        SHARED_STEP if found == SHARED_STEP else path
-        for path, found in zip(paths, members.stepper.paths(), strict=True)
-    ]
+    paths = members.stepper.paths()
     if checkpoint is not None:  # one saved for another order or other paths is not used
-        checkpoint.layout = [f"{r.out_dir.name}: {p}" for r, p in zip(stacked, paths, strict=True)]
-    if len({r.order_seed for r in stacked}) == 1:
-        data_order = runs[0].order_generator()  # one data order: one product for all models
-    else:
-        data_order = [r.order_generator() for r in stacked]
+        form = " (capturable)" if capturable else ""
+        checkpoint.layout = [
+            f"{r.out_dir.name}: {p}{form}" for r, p in zip(stacked, paths, strict=True)
+        ]
+    # one data order: one product for all models; else one per model
+    one_order = len({r.order_seed for r in stacked}) == 1
+    data_order = runs[0].order_generator() if one_order else [r.order_generator() for r in stacked]
+    graph_notes: list[str | None] = [None] * len(stacked)
+    if device.type == "cuda":
+        n, batch = setup.problem.size(setup.data), setup.schedule.batch_size
+        rows = probe_rows(n, batch, len(stacked), not one_order, device)
+        graph_notes = list(attach(members, setting, rows))
     outcomes = engine.train(
         members,
         setup.problem,
@@ -336,21 +373,21 @@ def train_stack(
         checkpoint=checkpoint,
     )
     by_run = {
-        i: dataclasses.replace(outcome, update_path=path)
-        for i, outcome, path in zip(stack_order, outcomes, paths, strict=True)
+        i: dataclasses.replace(outcome, update_path=path, cuda_graph=note)
+        for i, outcome, path, note in zip(stack_order, outcomes, paths, graph_notes, strict=True)
     }
     return [by_run[i] for i in range(len(runs))]
 
 
-def _sharing_of(runs: Sequence[run_module.PreparedRun]) -> list[Sharing | None]:
+def _sharing_of(runs: Sequence[run_module.PreparedRun], capturable: bool) -> list[Sharing | None]:
     """How each run's seeds may share one optimizer instance in this stack (None: they may
     not): only configurations with several seeds here whose optimizer steps itself (no stacked
-    rule) are probed, so a stack of one seed pays nothing for it."""
+    rule, `rule_key` for the stepper's form) are probed, so a stack of one seed pays nothing."""
     ids = [config_id(r.cfg) for r in runs]
     seeds = Counter(ids)
     return [
         _sharing(run, config_id)
-        if seeds[config_id] > 1 and rule_key(run.optimizer) is None
+        if seeds[config_id] > 1 and rule_key(run.optimizer, capturable) is None
         else None
         for run, config_id in zip(runs, ids, strict=True)
     ]

@@ -1,6 +1,7 @@
 """Update rules of a stack: each model's optimizer steps its slice of the stacked tensors.
 
-A model's update takes one of three paths (`update_path`, recorded in run.json):
+A model's update takes one of these paths (`StackedOptimizers.paths`, recorded in run.json as
+`update_path`):
 
 * ``stacked_rule``: the eight course optimizer classes in their default implementation are
   updated slice-wise by `RULES`, torch's single-tensor update rewritten with per-model
@@ -8,7 +9,7 @@ A model's update takes one of three paths (`update_path`, recorded in run.json):
   torch.optim, see tests/test_stacked.py);
 * ``torch_fused``: SGD, Adam, AdamW and Adagrad on models of >= 50,000 parameters step through
   torch's own fused implementation (one pass over memory; ~1e-7 from the default one in
-  float32);
+  float32), in a stack on the CPU (on CUDA they take their stacked rule: see below);
 * ``optimizer_step``: any other optimizer (RAdam, classes outside torch.optim, unusual settings)
   runs its own ``step()`` on its model's parameters, which are views of the stacked tensors.
   That is exact only if ``step()`` updates them in place: `stacking_refusal` checks it on a
@@ -18,6 +19,14 @@ A model's update takes one of three paths (`update_path`, recorded in run.json):
   slice of the stacked tensors: one step for all of them. Exact for an optimizer whose update
   is element-wise; `sharing_refusal` checks it on a probe (one instance against one per model,
   a model dropped half-way) before they share.
+
+A stack on CUDA steps its rules `capturable` (unless train.cuda_graph=off): each step's
+per-model coefficients are rows of one tensor on the device, loaded once per step without a
+synchronisation (`_DeviceCoefficients`), and the classes torch would fuse take their stacked
+rule as well (one set of kernels for the slice instead of a fused kernel per model), so that the
+rules' updates are device work alone, which a CUDA graph of the step can capture
+(harness.stacked_graph). They are the rules' per-model tensor form, which a slice already takes
+for the values its models do not share.
 """
 
 from __future__ import annotations
@@ -299,11 +308,14 @@ def use_fused(optimizer: torch.optim.Optimizer) -> bool:
     )
 
 
-def rule_key(optimizer: torch.optim.Optimizer) -> tuple | None:
+def rule_key(optimizer: torch.optim.Optimizer, capturable: bool = False) -> tuple | None:
     """Which stacked rule updates this optimizer's model, and the settings that must be shared
-    to update models in one slice; None: its own step() runs."""
+    to update models in one slice; None: its own step() runs. `capturable` (a stack on CUDA):
+    the classes torch would fuse (`use_fused`) take their rule too."""
     cls = type(optimizer)
-    if cls not in RULES or len(optimizer.param_groups) != 1 or use_fused(optimizer):
+    if cls not in RULES or len(optimizer.param_groups) != 1:
+        return None
+    if not capturable and use_fused(optimizer):
         return None
     group = optimizer.param_groups[0]
     if any(group.get(name) for name in _OTHER_IMPLEMENTATION):
@@ -314,14 +326,6 @@ def rule_key(optimizer: torch.optim.Optimizer) -> tuple | None:
         return None
     scalars = RULES[cls][1](dict(group), 1, {})
     return (cls.__name__, tuple(sorted(k for k, v in scalars.items() if v is None)))
-
-
-def update_path(optimizer: torch.optim.Optimizer) -> str:
-    """How this optimizer's model is updated in a stack (STACKED_RULE, TORCH_FUSED or
-    OPTIMIZER_STEP), as decided before the stack starts."""
-    if use_fused(optimizer) or optimizer.param_groups[0].get("fused"):
-        return TORCH_FUSED
-    return STACKED_RULE if rule_key(optimizer) is not None else OPTIMIZER_STEP
 
 
 OptimizerFactory = Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]
@@ -591,6 +595,51 @@ class _Coefficients:
         return self.cache[key]
 
 
+class _DeviceCoefficients:
+    """One step's per-model scalars of every rule slice of a stack as rows of one tensor on the
+    stack's device, which the rules read through views (`getter`): a CUDA graph of the rules
+    reads each step's values from it. Every value the first model of a slice has is a row of
+    per-model values (the form `_Coefficients` gives values the models do not share)."""
+
+    def __init__(self) -> None:
+        self.layout: list[tuple[int, str, int]] = []  # (slice, name, models) of each row
+        self.rows: dict[tuple[int, str], torch.Tensor] = {}
+        self.flat = torch.empty(0)  # the rows, one after another
+
+    def load(self, per_slice: dict[int, list[dict[str, float | None]]], like: torch.Tensor) -> bool:
+        """Write one step's values (slice index -> per-model scalars); whether the rows were
+        made again (other values in use, other slices): what reads the old ones must read anew."""
+        layout = [
+            (i, name, len(per_model))
+            for i, per_model in per_slice.items()
+            for name, value in per_model[0].items()
+            if value is not None
+        ]
+        values = [float(m[name]) for i, name, _ in layout for m in per_slice[i]]
+        remade = layout != self.layout
+        if remade:
+            flat = torch.empty(len(values), dtype=like.dtype, device=like.device)
+            self.rows, start = {}, 0
+            for i, name, models in layout:
+                self.rows[(i, name)] = flat[start : start + models]
+                start += models
+            self.layout, self.flat = layout, flat
+        # from pinned memory without waiting: the copy is ordered before the step that reads it
+        on_cuda = like.device.type == "cuda"
+        host = torch.tensor(values, dtype=like.dtype, pin_memory=on_cuda)
+        self.flat.copy_(host, non_blocking=on_cuda)
+        return remade
+
+    def getter(self, index: int) -> Callable[[str, torch.Tensor], Coef | None]:
+        """Slice `index`'s coefficient of a name, shaped to broadcast against `like` ([K, ...])."""
+
+        def get(name: str, like: torch.Tensor) -> Coef | None:
+            row = self.rows.get((index, name))
+            return None if row is None else row.view(-1, *(1,) * (like.dim() - 1))
+
+        return get
+
+
 @dataclass
 class _SharedInstance:
     """The one optimizer (and schedule) that steps the slice of a stack's tensors holding the
@@ -607,20 +656,31 @@ class StackedOptimizers:
     `rule_key`) is updated with one set of tensor operations; a slice of seeds of one
     configuration that may share an instance (`sharing`, per model: a `Sharing` or None) by
     one instance of their optimizer; other models by their own optimizer (whose parameters are
-    views of the stack)."""
+    views of the stack). `capturable` (a stack on CUDA): the rules read their coefficients from
+    one tensor on the device (`_DeviceCoefficients`) and take torch's fused classes too.
+
+    A step is `begin_step` (host: the step count, and a capturable stepper's coefficients),
+    `update_rules` (the rule slices: device work alone where capturable, what a CUDA graph of
+    the step captures) and `step_others` (every optimizer that runs its own step()); `step`
+    is the three."""
 
     def __init__(
         self,
         stack: StackedMLP | StackedModule,
         optimizers: Sequence[torch.optim.Optimizer],
         sharing: Sequence[Sharing | None] | None = None,
+        capturable: bool = False,
     ) -> None:
         self.stack = stack
         self.optimizers = list(optimizers)
         self.step_count = 0
-        keys = [rule_key(o) for o in self.optimizers]
+        self.capturable = capturable
+        self.coefficients = _DeviceCoefficients()
+        self.remade = False  # whether the last begin_step made the coefficients' rows again
+        keys = [rule_key(o, capturable) for o in self.optimizers]
         sharing = list(sharing or [None] * len(self.optimizers))
-        fused = [use_fused(o) for o in self.optimizers]  # before any is set to fused
+        # before any is set to fused
+        fused = [not capturable and use_fused(o) for o in self.optimizers]
         for optimizer, fuse in zip(self.optimizers, fused, strict=True):
             if fuse:
                 optimizer.param_groups[0]["fused"] = optimizer.defaults["fused"] = True
@@ -665,9 +725,10 @@ class StackedOptimizers:
             param.grad = grad[start:stop]
 
     def paths(self) -> list[str]:
-        """Each model's update path in the stack (SHARED_STEP, else as `update_path` says)."""
+        """Each model's update path in the stack: SHARED_STEP, STACKED_RULE, or its own step()
+        (TORCH_FUSED where torch's fused implementation runs, else OPTIMIZER_STEP)."""
         return [
-            SHARED_STEP if _shared(key) else update_path(self.optimizers[k])
+            _path(key, self.optimizers[k])
             for start, stop, key in self.slices
             for k in range(start, stop)
         ]
@@ -767,15 +828,64 @@ class StackedOptimizers:
                 "in a stack, so it cannot train stacked; use train.engine=single"
             )
 
-    @torch.no_grad()
-    def step(self) -> dict[int, str]:
-        """Update every model (and step the shared instances' schedules); the models whose
-        optimizer raised (position -> why, one line): their slices may be half-updated, the
-        others' are not touched."""
+    def restart(self) -> None:
+        """Back to before the first step, for the rule slices (the only ones a CUDA graph probe
+        steps): no step counted, no state, no per-model extras."""
+        self.step_count = 0
+        self.states = [[{} for _ in self._tensors()] for _ in self.slices]
+        self.extras = [{} for _ in self.optimizers]
+
+    def rule_states(self) -> list[torch.Tensor]:
+        """The rule slices' state tensors, in a fixed order."""
+        return [t for state in self.states for st in state for t in st.values()]
+
+    def _scalars(self, start: int, stop: int) -> list[dict[str, float | None]]:
+        """This step's scalars of each model of a rule slice (once per step: NAdam's extras
+        keep a running product)."""
+        _, scalars_of = RULES[type(self.optimizers[start])]
+        return [
+            scalars_of(o.param_groups[0], self.step_count, e)
+            for o, e in zip(self.optimizers[start:stop], self.extras[start:stop], strict=True)
+        ]
+
+    def _ruled(self) -> list[tuple[int, int, int]]:
+        """(slice index, start, stop) of the slices a stacked rule updates."""
+        return [
+            (i, start, stop)
+            for i, (start, stop, key) in enumerate(self.slices)
+            if key is not None and not _shared(key)
+        ]
+
+    def begin_step(self) -> None:
+        """Count the step; a capturable stepper loads its coefficients (`remade` says whether
+        their tensor was made again)."""
         self.step_count += 1
+        if self.capturable:
+            per_slice = {i: self._scalars(start, stop) for i, start, stop in self._ruled()}
+            like = self._tensors()[0][0]
+            self.remade = bool(per_slice) and self.coefficients.load(per_slice, like)
+
+    @torch.no_grad()
+    def update_rules(self) -> None:
+        """Update the models of every rule slice (after `begin_step`)."""
         tensors = self._tensors()
+        for i, start, stop in self._ruled():
+            update, _ = RULES[type(self.optimizers[start])]
+            if self.capturable:
+                coefficient = self.coefficients.getter(i)
+            else:
+                coefficient = _Coefficients(self._scalars(start, stop)).get
+            for (p, g), st in zip(tensors, self.states[i], strict=True):
+                p, g = p[start:stop], g[start:stop]
+                update(p, g, st, functools.partial(coefficient, like=p), self.step_count)
+
+    @torch.no_grad()
+    def step_others(self) -> dict[int, str]:
+        """Step every optimizer that runs its own step() (and the shared instances'
+        schedules); the models whose optimizer raised (position -> why, one line): their
+        slices may be half-updated, the others' are not touched."""
         failed: dict[int, str] = {}
-        for (start, stop, key), state in zip(self.slices, self.states, strict=True):
+        for start, stop, key in self.slices:
             if start in self.shared:
                 instance = self.shared[start]
                 try:
@@ -785,8 +895,7 @@ class StackedOptimizers:
                     continue
                 self._check_shared_views(start, stop)
                 instance.scheduler.step()
-                continue
-            if key is None:
+            elif key is None:
                 for k in range(start, stop):
                     try:
                         self.optimizers[k].step()
@@ -794,18 +903,23 @@ class StackedOptimizers:
                         failed[k] = failure_reason(exc)
                         continue
                     self._check_views(k)
-                continue
-            update, scalars_of = RULES[type(self.optimizers[start])]
-            per_model = [
-                scalars_of(o.param_groups[0], self.step_count, e)
-                for o, e in zip(self.optimizers[start:stop], self.extras[start:stop], strict=True)
-            ]
-            coefficients = _Coefficients(per_model)
-            for (p, g), st in zip(tensors, state, strict=True):
-                p, g = p[start:stop], g[start:stop]
-                coefficient = functools.partial(coefficients.get, like=p)
-                update(p, g, st, coefficient, self.step_count)
         return failed
+
+    def step(self) -> dict[int, str]:
+        """Update every model (and step the shared instances' schedules): `begin_step`,
+        `update_rules`, `step_others`; the models whose optimizer raised, as `step_others`."""
+        self.begin_step()
+        self.update_rules()
+        return self.step_others()
+
+
+def _path(key: tuple | None, optimizer: torch.optim.Optimizer) -> str:
+    """The update path of a model in a slice of rule key `key` (see `StackedOptimizers`)."""
+    if _shared(key):
+        return SHARED_STEP
+    if key is not None:
+        return STACKED_RULE
+    return TORCH_FUSED if optimizer.param_groups[0].get("fused") else OPTIMIZER_STEP
 
 
 def _shared(key: tuple | None) -> bool:

@@ -22,6 +22,7 @@ from harness.problems import Problem
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 ENGINES = ("single", "stacked", "auto")
+GRAPH_SETTINGS = ("auto", "off")  # train.cuda_graph (harness.stacked_graph)
 CONSTANT_SCHEDULE = "torch.optim.lr_scheduler.ConstantLR"
 
 
@@ -223,6 +224,7 @@ def validate_train(train: DictConfig) -> None:
     require_int(train.eval_train_size, "train.eval_train_size", minimum=1, optional=True)
     require_choice(train.dtype, "train.dtype", tuple(DTYPES))
     require_choice(train.engine, "train.engine", ENGINES)
+    require_choice(train.get("cuda_graph", "auto"), "train.cuda_graph", GRAPH_SETTINGS)
     if (
         train.divergence_factor is not None
         and require_number(train.divergence_factor, "train.divergence_factor") <= 1

@@ -128,8 +128,8 @@ def test_a_list_valued_axis_and_a_schedule_setting(betas_by_gamma):
         assert sorted(group["seed"]) == [0, 1]
         assert group[["optimizer.betas", "schedule.gamma"]].nunique().max() == 1
     # The learning rates the schedule set differ between gammas after the milestone.
-    curves = load_curves(betas_by_gamma, runs)
-    lr = curves[(curves["metric"] == "lr") & (curves["iteration"] == 40)]
+    curves = load_curves(betas_by_gamma, runs, metrics=["lr"], columns=["schedule.gamma"])
+    lr = curves[curves["iteration"] == 40]
     assert set(lr.groupby("schedule.gamma")["value"].first().round(8)) == {1e-4, 5e-4}
     # Best "learning rate" per setting: one per setting, none merged.
     assert len(analysis.best_configs(summary)) == 4
