@@ -17,6 +17,8 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 
+from slurm_cluster import slurm_cluster  # noqa: F401 - the fixture of the `slurm` tier
+
 REPO = Path(__file__).resolve().parent.parent
 CONF_DIR = REPO / "conf"
 # The four canonical MNIST files, beside the repository (as in CI); override with HARNESS_DATA_ROOT.
@@ -238,6 +240,21 @@ class SlowSGD(CountingSGD):
 
     steps = 0
     seconds = 0.4
+
+
+class NappingSGD(torch.optim.SGD):
+    """SGD whose every step in a SLURM job sleeps `seconds` while the file named by $NAP_WHILE
+    exists: a stack as slow as a test needs it while it waits for a stop to happen, as fast as
+    SGD once the test removes the file (and outside a job: the command's checks, a reference
+    sweep). Sleep changes no result."""
+
+    seconds = 0.1
+
+    def step(self, closure=None):  # noqa: ANN001, ANN201 - torch's signature
+        flag = os.environ.get("NAP_WHILE")
+        if flag and "SLURM_JOB_ID" in os.environ and os.path.exists(flag):
+            time.sleep(self.seconds)
+        return super().step(closure)
 
 
 class GreedySGD(torch.optim.SGD):

@@ -11,14 +11,16 @@ machine (`train_task`). This process waits for every job and returns their runs'
 
 A job that fails ends the sweep with one line naming its submitit log, once the other jobs have
 ended: their runs are written, and running the same command again trains only what is missing.
-`cluster=local` runs the same path with submitit's local executor (one process per job on this
-machine: what the tests use).
+A job warned of its time limit (or preempted) is requeued, and goes on from its stack's last
+checkpoint (`TrainTask`). `cluster=local` runs the same path with submitit's local executor (one
+process per job on this machine); tests/test_slurm_cluster.py runs it on a real SLURM cluster.
 """
 
 # No `from __future__ import annotations`: Hydra's plugin scan loads this module outside
 # sys.modules, where dataclasses cannot resolve string annotations.
 
 import logging
+import signal
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -57,13 +59,62 @@ def train_task(
     """What one submitted job runs: train one task of a sweep (a stack, or one run with the
     single-run engine) in the job's process, the data loaded here; each run writes its results
     into its own folder, and checkpoints its training every `checkpoint_every_s` seconds (a
-    job killed at its time limit goes on from there when the sweep is run again). Returns the
+    job requeued at its time limit, or a sweep run again, goes on from there). Returns the
     runs' run.json records, in order."""
     from harness.launcher import _run_task
 
     logging.basicConfig(level=log_level, format=LOG_FORMAT)
     with env_override(dict(env)):
         return _run_task(jobs, stacked, threads, checkpoint_every_s)
+
+
+class TrainTask:
+    """`train_task` as the callable each job runs, one submitit can checkpoint. SLURM warns a
+    job `signal_delay_s` seconds before its time limit (USR2; up to a minute earlier: it checks
+    limits every 30 s), and submitit then requeues a job whose callable has a `checkpoint`
+    method, with what it returns (a plain function's job it does not requeue). The requeued
+    job trains the same task again, which goes on from the stack's own checkpoint
+    (harness.checkpoint): it loses at most the `checkpoint_every_s` seconds since the last
+    one, or the whole sitting where the task saves none. After `max_num_timeout` requeues at
+    its time limit the job is not requeued again: it trains on until it is killed, and the
+    same command goes on from the checkpoint."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        _train_on_where_not_requeued()
+        return train_task(*args, **kwargs)
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        """What the requeued job runs: this task again, with the same arguments (the stack's
+        checkpoint holds its progress, not this object)."""
+        from submitit.helpers import DelayedSubmission
+
+        return DelayedSubmission(self, *args, **kwargs)
+
+
+def _train_on_where_not_requeued() -> None:
+    """Wrap submitit's handler of its warning signal so that when it does not requeue the job
+    (requeued too often, `scontrol requeue` refused) its error is logged, not raised where the
+    signal lands: in an optimizer's step it would be taken for that optimizer's failure, and
+    its run written as failed. The job then trains on until its time limit. Requeued, the
+    handler ends the process (SystemExit), which goes through."""
+    import submitit
+
+    signum = submitit.JobEnvironment()._usr_sig()
+    handler = signal.getsignal(signum)
+    if not callable(handler):  # none of submitit's to wrap
+        return
+
+    def handle(number: int, frame: Any) -> None:
+        try:
+            handler(number, frame)
+        except Exception as error:  # noqa: BLE001 - told here; the job trains on
+            log.warning(
+                "not requeued (%s): training on until the time limit; the same command goes "
+                "on from the checkpoint",
+                _first_line(error),
+            )
+
+    signal.signal(signum, handle)
 
 
 def _first_line(error: Exception) -> str:
@@ -86,7 +137,8 @@ class StackedSlurmLauncher(StackedLauncher):
     """`cluster`: submitit's executor (slurm; local: a process per job on this machine);
     `max_stack`, `max_stack_s`: models per job and its estimated seconds at most (None: no
     bound; `harness.launcher.plan`); `checkpoint_every_s`: seconds between a job's
-    checkpoints (None: none; harness.checkpoint); every other key is a submitit / SLURM parameter
+    checkpoints (None: none; harness.checkpoint); `max_num_timeout`: a job's requeues at its
+    time limit, at most (`TrainTask`); every other key is a submitit / SLURM parameter
     (conf/hydra/launcher/slurm.yaml), kept in `params`."""
 
     def __init__(
@@ -95,12 +147,14 @@ class StackedSlurmLauncher(StackedLauncher):
         max_stack: int | None = None,
         max_stack_s: float | None = None,
         checkpoint_every_s: float | None = None,
+        max_num_timeout: int = 3,
         **params: Any,
     ) -> None:
         super().__init__(
             max_stack=max_stack, max_stack_s=max_stack_s, checkpoint_every_s=checkpoint_every_s
         )
         self.cluster = cluster
+        self.max_num_timeout = max_num_timeout
         self.params = {
             k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
             for k, v in params.items()
@@ -118,6 +172,12 @@ class StackedSlurmLauncher(StackedLauncher):
                     f"hydra.launcher.{key} must be 1 (a job trains its stack in one process), "
                     f"not {self.params[key]}"
                 )
+        requeues = self.max_num_timeout
+        if isinstance(requeues, bool) or not isinstance(requeues, int) or requeues < 0:
+            raise ConfigError(
+                "hydra.launcher.max_num_timeout must be a whole number of requeues >= 0, "
+                f"not {requeues!r}"
+            )
         return super().launch(job_overrides, initial_job_idx)
 
     def executor(self, name: str) -> Any:
@@ -131,7 +191,9 @@ class StackedSlurmLauncher(StackedLauncher):
         generic = {k: params.pop(k) for k in GENERIC_KEYS if k in params}
         generic["gpus_per_node"] = generic.get("gpus_per_node") or None  # 0: no --gpus line
         try:
-            executor = submitit.AutoExecutor(folder=folder, cluster=self.cluster)
+            executor = submitit.AutoExecutor(
+                folder=folder, cluster=self.cluster, slurm_max_num_timeout=self.max_num_timeout
+            )
             executor.update_parameters(
                 name=name, **generic, **{f"slurm_{k}": v for k, v in params.items()}
             )
@@ -162,7 +224,7 @@ class StackedSlurmLauncher(StackedLauncher):
         task_runs = [[runs[i] for i in task.jobs] for task in tasks]
         try:
             submitted = executor.map_array(
-                train_task,
+                TrainTask(),
                 task_runs,
                 [task.stacked for task in tasks],
                 # the job's cores, unless the config sets threads
