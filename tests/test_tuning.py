@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 from scipy import stats
 
 from conftest import REPO, compose_config, hydra_context, run_cli, train_in_process
-from harness import report
+from harness import report, storage
 from harness.errors import ConfigError
 from harness.results import RUN_FILE, RUNS_TABLE
 from harness.search import (
@@ -261,7 +261,7 @@ def test_a_pick_at_the_edge_of_its_range_is_searched_again_beyond_it(tmp_path, m
 
 
 def _runs(folder) -> pd.DataFrame:
-    return pd.read_parquet(folder / RUNS_TABLE)
+    return storage.read_runs(folder)  # its tables, parts included
 
 
 def _mtimes(folder) -> dict:
