@@ -89,16 +89,11 @@ TASKS = {
         """,
     ),
     "notebook": (
-        "import os, subprocess",
+        "import os\nimport jupytext, nbclient",
         """
         os.environ["HARNESS_SWEEP"] = str(STUDY)
-        notebook = OUT / "zoo.ipynb"
-        subprocess.run([sys.executable, "-m", "jupytext", "--to", "ipynb", "-o", str(notebook),
-                        str(CODE / "notebooks" / "zoo.py")], check=True, capture_output=True)
-        subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook",
-                        "--execute", "--ExecutePreprocessor.timeout=1800",
-                        "--output", str(OUT / "run.ipynb"), str(notebook)],
-                       check=True, capture_output=True)
+        notebook = jupytext.read(CODE / "notebooks" / "zoo.py")
+        nbclient.NotebookClient(notebook, timeout=1800, kernel_name="python3").execute()
         extra = {}
         """,
     ),

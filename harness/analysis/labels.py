@@ -43,16 +43,19 @@ def _matches(key: str, names: Iterable[str]) -> bool:
 
 def _as_text(column: pd.Series) -> pd.Series:
     """Each value as a label writes it. NaN (a key some runs lack) becomes 'nan': a value of its
-    own, never a dropped group. A column of floats or of text is written once per distinct
-    value (a zoo's 3,939 runs x 215 keys are 850,000 cells); any other, value by value, since
-    1, 1.0 and True are equal to pandas but written apart."""
-    if pd.api.types.is_float_dtype(column.dtype) or pd.api.types.is_string_dtype(column.dtype):
-        if column.dtype == object:  # text or anything else: value by value
-            return column.map(_value_text)
-        codes, uniques = pd.factorize(column, use_na_sentinel=False)
-        texts = np.array([_value_text(v) for v in np.asarray(uniques, dtype=object)], dtype=object)
-        return pd.Series(texts[codes], index=column.index, dtype=object)
-    return column.astype(object).map(_value_text)
+    own, never a dropped group. Written once per distinct value (a zoo's report reads 215 keys
+    of 1,206 runs in dozens of tables): the values are told apart by their type and text (1,
+    1.0 and True are equal to pandas but written apart), each written, and the column made of
+    those texts."""
+    if len(column) == 0:
+        return column.astype(object)
+    values = column.astype(object)
+    keys = values.map(repr)  # 1, 1.0, True, '1', None and nan: each its own
+    codes, uniques = pd.factorize(keys.to_numpy(), use_na_sentinel=False)
+    first = np.empty(len(uniques), dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)  # each distinct value's first row
+    texts = np.array([_value_text(values.iat[i]) for i in first], dtype=object)
+    return pd.Series(texts[codes], index=column.index, dtype=object)
 
 
 def _value_text(value) -> str:
@@ -99,19 +102,32 @@ def label_keys(frame: pd.DataFrame, without: Sequence[str] = ()) -> list[str]:
 def varying_keys(frame: pd.DataFrame, without: Sequence[str] = ()) -> list[str]:
     """The config keys (not `without`) that differ between rows of one model / optimizer /
     schedule option (or between any rows, for keys outside those groups)."""
-    found = []
+    found, options = [], {}
     for key in config_keys(frame):
         if _matches(key, without):
             continue
         group = key.split(".", 1)[0]
+        if _one_value(frame[key]):  # the same in every row: it tells none apart
+            continue
         values = _as_text(frame[key])
         if group in CHOICE_COLUMNS and group in frame:
-            differs = values.groupby(_as_text(frame[group])).nunique().max() > 1
+            if group not in options:  # the options of a group, written once for all its keys
+                options[group] = _as_text(frame[group])
+            differs = values.groupby(options[group]).nunique().max() > 1
         else:
             differs = values.nunique() > 1
         if differs:
             found.append(key)
     return found
+
+
+def _one_value(column: pd.Series) -> bool:
+    """Whether every row holds the same value, and so the same text: decided on the values for
+    floats and text (equal values are written alike), on the texts for anything else (1 and
+    True are equal values but two texts)."""
+    if pd.api.types.is_float_dtype(column.dtype) or column.dtype == "str":
+        return column.nunique(dropna=False) <= 1
+    return _as_text(column).nunique() <= 1
 
 
 def _without_derived(frame: pd.DataFrame, keys: list[str], given: Sequence[str]) -> list[str]:

@@ -16,11 +16,8 @@ from harness import analysis, tuning_curves
 from harness.analysis import LR_KEY
 from harness.report.common import Skipped
 from harness.results import (
-    CURVE_ID_COLUMNS,
-    METRIC_COLUMNS,
     STEP_METRICS,
     concat_curves,
-    config_keys,
     load_curves,
     load_runs,
 )
@@ -73,14 +70,14 @@ def load_sweep(sweep: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 def report_curves(sweep: str | Path, runs: pd.DataFrame) -> pd.DataFrame:
     """The curves the report's figures read: every metric evaluated (the batch losses and rates
     logged every few steps, 95 % of a study's rows, left out), and the rate and momentum of the
-    runs whose optimizer tunes them itself (YellowFin: they log a momentum)."""
-    columns = [*CURVE_ID_COLUMNS, *config_keys(runs), *METRIC_COLUMNS]  # labels read them
-    curves = load_curves(sweep, runs, skip=STEP_METRICS, columns=columns)
+    runs whose optimizer tunes them itself (YellowFin: they log a momentum); each row with its
+    run's short identity (the labels read the runs table's config keys)."""
+    curves = load_curves(sweep, runs, skip=STEP_METRICS)
     tuners = load_curves(sweep, runs, metrics=["momentum"], columns=["run_dir"])["run_dir"]
     if not len(tuners):
         return curves
     tuned = runs[runs["run_dir"].isin(set(tuners))]
-    return concat_curves([curves, load_curves(sweep, tuned, ["lr", "momentum"], columns=columns)])
+    return concat_curves([curves, load_curves(sweep, tuned, ["lr", "momentum"])])
 
 
 def sweep_from_env(study: str | None = None) -> Path:
