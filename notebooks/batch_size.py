@@ -45,7 +45,7 @@ report.show(report.batch_size_figure, runs)
 
 # %%
 target = report.target_from_env(analysis.quality(runs))
-ttt = analysis.summarize_time_to_target(analysis.time_to_target(curves, target))
+ttt = analysis.summarize_time_to_target(analysis.time_to_target(runs, curves, target))
 report.show(report.time_to_target_by_batch_figure, ttt, target)
 
 # %% [markdown]

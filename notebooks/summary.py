@@ -93,7 +93,8 @@ Markdown("\n".join(report.quality_at_time_markdown(runs, curves)))
 if target is None:
     print(f"No target for {quality}: set HARNESS_TARGET.")
 else:
-    target_summary = analysis.summarize_time_to_target(analysis.time_to_target(curves, target))
+    ttt = analysis.time_to_target(runs, curves, target)
+    target_summary = analysis.summarize_time_to_target(ttt)
     display(report.show(report.time_to_target_figure, target_summary, target))
     display(Markdown(report.markdown_table(report.time_to_target_table(target_summary))))
 
