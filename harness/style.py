@@ -655,8 +655,19 @@ def cielab(color) -> np.ndarray:
 def color_distance(color_a, color_b) -> float:
     """CIEDE2000 colour difference (Sharma, Wu & Dalal 2005) between two matplotlib colours:
     about 1 is just noticeable side by side, 20 and more tells two thin lines apart."""
-    l1, a1, b1 = cielab(color_a)
-    l2, a2, b2 = cielab(color_b)
+    # A zoo's figures compare each line's colour with every other's: each pair worked out once.
+    return _rgb_distance(matplotlib.colors.to_rgb(color_a), matplotlib.colors.to_rgb(color_b))
+
+
+@functools.lru_cache(maxsize=65536)
+def _rgb_distance(color_a: tuple, color_b: tuple) -> float:
+    return ciede2000(cielab(color_a), cielab(color_b))
+
+
+def ciede2000(lab_a: Sequence[float], lab_b: Sequence[float]) -> float:
+    """CIEDE2000 difference between two CIELAB colours (L*, a*, b*)."""
+    l1, a1, b1 = lab_a
+    l2, a2, b2 = lab_b
     c_mean = (np.hypot(a1, b1) + np.hypot(a2, b2)) / 2
     g = 0.5 * (1 - np.sqrt(c_mean**7 / (c_mean**7 + 25.0**7)))
     a1p, a2p = (1 + g) * a1, (1 + g) * a2

@@ -124,9 +124,10 @@ def tuning_table(curves: pd.DataFrame, ks: Sequence[int] = (1, 2, 4)) -> pd.Data
     for (net, setting), group in curves.groupby(["net", "setting"], sort=False):
         n = int(group["n_trials"].iloc[0])
         row = {"net": net, "setting": setting, "optimizer": group["optimizer"].iloc[0], "N": n}
+        points = group.drop_duplicates("k").set_index("k")
         # a budget beyond the study's N trials is its whole budget
         for name, k in [*((f"k = {k}", min(k, n)) for k in ks), ("k = N", n)]:
-            point = group[group["k"] == k].iloc[0]
+            point = points.loc[k]
             val, test = point["expected_val"] * factor, point["expected_test"] * factor
             row[name] = f"{val:.{digits}f} / {test:.{digits}f}"
         rows.append(row)

@@ -41,21 +41,28 @@ def _matches(key: str, names: Iterable[str]) -> bool:
     return any(key == n or (n.endswith(".") and key.startswith(n)) for n in names)
 
 
-def _as_text(column: pd.Series) -> pd.Series:
-    """Each value as a label writes it. NaN (a key some runs lack) becomes 'nan': a value of its
-    own, never a dropped group. Written once per distinct value (a zoo's report reads 215 keys
-    of 1,206 runs in dozens of tables): the values are told apart by their type and text (1,
-    1.0 and True are equal to pandas but written apart), each written, and the column made of
-    those texts."""
+def _text_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The texts of a column's values, as a label writes them, as codes into its distinct texts
+    (equal codes, equal texts). NaN (a key some runs lack) is written 'nan': a value of its own,
+    never a dropped group. Each distinct value is written once (a zoo's report reads 215 keys
+    of 1,206 runs in dozens of tables). A column of one type (numbers, text, categories) is
+    told apart by its values; an object column by their type and text (1, 1.0 and True are
+    equal to pandas but written apart)."""
     if len(column) == 0:
-        return column.astype(object)
-    values = column.astype(object)
-    keys = values.map(repr)  # 1, 1.0, True, '1', None and nan: each its own
-    codes, uniques = pd.factorize(keys.to_numpy(), use_na_sentinel=False)
-    first = np.empty(len(uniques), dtype=np.int64)
-    first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)  # each distinct value's first row
-    texts = np.array([_value_text(values.iat[i]) for i in first], dtype=object)
-    return pd.Series(texts[codes], index=column.index, dtype=object)
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=object)
+    if column.dtype != object:
+        codes, uniques = pd.factorize(column, use_na_sentinel=False)
+    else:  # told apart by type and text; written from each distinct value's first row
+        values = column.to_numpy()
+        codes, kinds = pd.factorize(np.array([repr(v) for v in values]), use_na_sentinel=False)
+        first = np.empty(len(kinds), dtype=np.int64)
+        first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
+        uniques = values[first]
+    # Distinct values may share a text (floats equal to 6 digits): codes of the texts.
+    text_codes, texts = pd.factorize(
+        np.array([_value_text(v) for v in uniques], dtype=object), use_na_sentinel=False
+    )
+    return text_codes[codes], np.asarray(texts, dtype=object)
 
 
 def _value_text(value) -> str:
@@ -68,10 +75,19 @@ def config_key(frame: pd.DataFrame, without: Sequence[str] = ()) -> pd.Series:
     """One text key per row: its config with the keys `without` left out (dotted names; 'x.'
     leaves out the group x). Rows with equal keys differ only in those keys (and the seed)."""
     keys = [k for k in config_keys(frame) if not _matches(k, without)]
+    return _joined_texts(frame, keys, lambda key: f"{key}=", "|")
+
+
+def _joined_texts(frame: pd.DataFrame, keys: Sequence[str], name, separator: str) -> pd.Series:
+    """Per row, `name(key)` and the text of its value for each key, joined by `separator`."""
     if not keys:
         return pd.Series("", index=frame.index, dtype=object)
-    text = pd.concat([_as_text(frame[k]).radd(f"{k}=") for k in keys], axis=1)
-    return text.agg("|".join, axis=1)
+    joined = None
+    for key in keys:
+        codes, texts = _text_codes(frame[key])
+        part = (name(key) + texts)[codes]
+        joined = part if joined is None else joined + separator + part
+    return pd.Series(joined, index=frame.index)
 
 
 def label_keys(frame: pd.DataFrame, without: Sequence[str] = ()) -> list[str]:
@@ -87,7 +103,7 @@ def label_keys(frame: pd.DataFrame, without: Sequence[str] = ()) -> list[str]:
         and c in frame
         and not _matches(c, without)
         and not _matches(f"{c}.", without)  # 'schedule.' leaves out the choice with its keys
-        and _as_text(frame[c]).nunique() > 1
+        and len(_text_codes(frame[c])[1]) > 1
     ]
     # What else sets a key's value: the choice names, the net, and the keys left out here (the
     # axis a figure runs along), but not the learning rate, which follows from the others.
@@ -106,28 +122,25 @@ def varying_keys(frame: pd.DataFrame, without: Sequence[str] = ()) -> list[str]:
     for key in config_keys(frame):
         if _matches(key, without):
             continue
-        group = key.split(".", 1)[0]
-        if _one_value(frame[key]):  # the same in every row: it tells none apart
+        codes, texts = _text_codes(frame[key])
+        if len(texts) <= 1:  # the same in every row: it tells none apart
             continue
-        values = _as_text(frame[key])
+        group = key.split(".", 1)[0]
         if group in CHOICE_COLUMNS and group in frame:
             if group not in options:  # the options of a group, written once for all its keys
-                options[group] = _as_text(frame[group])
-            differs = values.groupby(options[group]).nunique().max() > 1
+                options[group] = _codes(frame[group])
+            option = options[group]
+            # Some option holds two values of the key: more (option, value) pairs than options.
+            differs = len(np.unique(option * len(texts) + codes)) > option.max() + 1
         else:
-            differs = values.nunique() > 1
+            differs = True
         if differs:
             found.append(key)
     return found
 
 
-def _one_value(column: pd.Series) -> bool:
-    """Whether every row holds the same value, and so the same text: decided on the values for
-    floats and text (equal values are written alike), on the texts for anything else (1 and
-    True are equal values but two texts)."""
-    if pd.api.types.is_float_dtype(column.dtype) or column.dtype == "str":
-        return column.nunique(dropna=False) <= 1
-    return _as_text(column).nunique() <= 1
+def _codes(column: pd.Series) -> np.ndarray:
+    return _text_codes(column)[0]
 
 
 def _without_derived(frame: pd.DataFrame, keys: list[str], given: Sequence[str]) -> list[str]:
@@ -137,12 +150,13 @@ def _without_derived(frame: pd.DataFrame, keys: list[str], given: Sequence[str])
     their own. Numeric keys go first, so that of two keys that move in lockstep the named
     choice stays."""
     given = [c for c in given if c not in keys]
+    codes = pd.DataFrame({k: _codes(frame[k]) for k in (*given, *keys)}, index=frame.index)
     kept = list(keys)
     for key in sorted(keys, key=lambda k: not is_numeric_key(frame, k)):
         others = [*given, *(k for k in kept if k != key)]
         if not others:
             break
-        text = pd.DataFrame({k: _as_text(frame[k]) for k in (*others, key)}).drop_duplicates()
+        text = codes[[*others, key]].drop_duplicates()
         if not text.duplicated(subset=others).any():  # one value of `key` per combination
             kept.remove(key)
     return kept
@@ -150,12 +164,9 @@ def _without_derived(frame: pd.DataFrame, keys: list[str], given: Sequence[str])
 
 def _describe(frame: pd.DataFrame, keys: Sequence[str], strip: str) -> pd.Series:
     """'key=value, key=value' per row, `strip` removed from the front of key names."""
-    if not keys:
-        return pd.Series("", index=frame.index, dtype=object)
-    parts = [
-        _as_text(frame[k]).radd(f"{SHORT_COLUMNS.get(k, k.removeprefix(strip))}=") for k in keys
-    ]
-    return pd.concat(parts, axis=1).agg(", ".join, axis=1)
+    return _joined_texts(
+        frame, keys, lambda key: f"{SHORT_COLUMNS.get(key, key.removeprefix(strip))}=", ", "
+    )
 
 
 def _joined(name: pd.Series, details: pd.Series, separator: str) -> pd.Series:

@@ -192,8 +192,9 @@ def _draw_row(full, zoom, panel, styles, shown, ranked, tuning, metric, x, colum
     # the zoom's right edge instead of squeezing every other line against its left one
     end = min(ends.max(), typical + 2 * (typical - start))
     entries, stretch = [], []
+    lines = dict(tuple(panel.groupby("setting", sort=False)))  # a zoo's panel: 134 settings
     for setting in setting_order(panel):
-        line = panel[panel["setting"] == setting].sort_values(x)
+        line = lines[setting].sort_values(x)
         style = styles[setting] if setting in shown else CONTEXT  # another net's focus: grey
         low, high, mean = (plotted(metric, line[c]) for c in ("min", "max", "mean"))
         low, high = np.minimum(low, high), np.maximum(low, high)  # error flips min and max
