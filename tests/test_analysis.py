@@ -84,6 +84,7 @@ def test_t_interval_is_students_t():
     assert math.isnan(analysis.t_interval([0.5])[1])
 
 
+@pytest.mark.slow
 def test_summary_has_one_row_per_config_with_mean_and_ci_over_seeds(tables):
     runs, _ = tables
     summary = analysis.summarize(runs)

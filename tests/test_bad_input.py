@@ -130,6 +130,7 @@ CASES = {
 IN_A_PROCESS = ("unknown model", "zero lr", "missing folder", "an optimizer of 2-D parameters only")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "case,run", [(case, train_in_process) for case in CASES] + [(c, run_cli) for c in IN_A_PROCESS]
 )
@@ -145,6 +146,7 @@ def test_bad_input_is_one_line(case, run, tmp_path):
     assert not out.exists()  # nothing that looks like a result
 
 
+@pytest.mark.slow
 def test_corrupt_file_is_named(tmp_path, corrupt_mnist):
     out = tmp_path / "run"
     result = run_cli(*SMALL, f"data.root={corrupt_mnist}", f"hydra.run.dir={out}", cwd=tmp_path)
@@ -218,6 +220,7 @@ SWEEP_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "case,run",
     [(case, train_in_process) for case in SWEEP_CASES] + [("bad value in one job", run_cli)],
@@ -233,6 +236,7 @@ def test_bad_input_in_a_sweep_is_one_line_and_writes_nothing(case, run, tmp_path
     assert not folder.exists()
 
 
+@pytest.mark.slow
 def test_bad_input_leaves_an_existing_sweep_as_it_was(tmp_path):
     folder = tmp_path / "sweep"
     first = run_cli("-m", *SMALL, "optimizer.lr=0.1", f"hydra.sweep.dir={folder}", cwd=tmp_path)

@@ -33,6 +33,7 @@ def test_the_catalogue_holds_what_users_ask_for_and_every_name_is_one_class():
     assert names["adamax"] is torch.optim.Adamax
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CURATED)
 def test_a_curated_name_is_its_file(name):
     cfg = compose_config([f"optimizer={name}"])
@@ -41,6 +42,7 @@ def test_a_curated_name_is_its_file(name):
     )
 
 
+@pytest.mark.slow
 def test_composing_a_curated_optimizer_does_not_import_the_catalogue():
     code = (
         "import sys; from conftest import compose_config; compose_config(['optimizer=adam']); "
@@ -52,6 +54,7 @@ def test_composing_a_curated_optimizer_does_not_import_the_catalogue():
     assert out.stdout.split() == ["False", "False"]
 
 
+@pytest.mark.slow
 def test_every_catalogue_name_composes_with_every_default_spelled_out():
     names = [n for n in catalogue() if n not in CURATED]
     for name in names:
@@ -115,6 +118,7 @@ def test_an_epochs_budget_gives_the_probes_the_runs_length(mnist_dir):
     assert {key[-1] for key in checkpoint.probe_outcomes()} >= {steps}
 
 
+@pytest.mark.slow
 def test_harness_optimizers_lists_files_then_the_catalogue():
     out = subprocess.run(
         [sys.executable, "-c", "from harness.cli import optimizers_main; optimizers_main()"],

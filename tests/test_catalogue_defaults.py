@@ -108,6 +108,7 @@ def _same(a, b) -> bool:
     return a == b
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_every_optimizer_steps_as_its_own_class_at_its_own_defaults(name):
     cfg = compose_config([f"optimizer={name}"])

@@ -54,6 +54,7 @@ def assert_same_results(folder_a, folder_b, count: int) -> None:
         pd.testing.assert_frame_equal(a, b, check_exact=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("model", "paths", "lion_lr"),
     [
@@ -266,6 +267,7 @@ def test_a_problem_that_steps_several_optimizers_trains_without_checkpoints(tmp_
     assert task_checkpoint([Job.of(cfg, tmp_path / "run0")], False, 0) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [False, True], ids=["in-process", "workers"])
 def test_a_killed_sweep_goes_on_from_its_checkpoints(tmp_path, workers):
     """SIGKILL to a sweep's process group once a stack has saved a checkpoint past step 250 (of

@@ -42,6 +42,7 @@ def test_any_two_optimizers_colours_are_far_apart():
     assert close == [], f"CIEDE2000 below {style.MIN_COLOR_DISTANCE}: {close}"
 
 
+@pytest.mark.slow
 def test_an_unknown_optimizer_keeps_its_colour_across_processes():
     names = ["lion", "adan", "sophiah", "prodigy"]
     code = (

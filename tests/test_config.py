@@ -77,6 +77,7 @@ def test_lenet_builds_its_layers_and_counts_its_work():
         build(cfg.model, in_features=780, num_classes=10)
 
 
+@pytest.mark.slow
 def test_every_model_optimizer_schedule_composes_and_builds():
     """Every net with every optimizer, and every optimizer with every schedule. The groups share
     no keys (no file interpolates another group's values: checked here), so the pairs cover

@@ -461,6 +461,7 @@ def test_a_rebase_changes_only_the_rate_and_keeps_the_optimizer_state(problem):
     assert rebased.used()[0]["step_lr"] == pytest.approx(0.005 * position)
 
 
+@pytest.mark.slow
 def test_committed_studies_are_recognised_under_todays_defaults(mnist_dir):
     """results/esgd/<net> ran before these settings existed: today's defaults are their
     study (so they resume and render again); a variant is another study."""
@@ -529,6 +530,7 @@ def study(tmp_path_factory, mnist_dir):
     return folder, execute(tiny_cfg("esgd.repeats=2", "esgd.generations=2"), folder)
 
 
+@pytest.mark.slow
 def test_a_seeded_run_is_reproducible_table_for_table(study, tmp_path):
     folder, first = study
     second = execute(tiny_cfg("esgd.repeats=2", "esgd.generations=2"), tmp_path / "again")
@@ -705,6 +707,7 @@ BAD = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overrides,message", BAD.values(), ids=BAD.keys())
 def test_bad_settings_raise_one_config_error_line(overrides, message, mnist_dir):
     with pytest.raises(ConfigError) as error:
@@ -740,6 +743,7 @@ CLI_BAD = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("override,message", CLI_BAD.values(), ids=CLI_BAD.keys())
 @pytest.mark.parametrize("prog", COMMANDS)
 def test_the_app_reports_bad_settings_in_one_line(prog, override, message, tmp_path):
@@ -759,6 +763,7 @@ def test_the_app_reports_bad_settings_in_one_line(prog, override, message, tmp_p
     assert not (tmp_path / "esgd.json").exists()
 
 
+@pytest.mark.slow
 def test_a_sweep_of_esgd_studies_is_refused_in_one_line(tmp_path):
     result = run_cli(
         "-m",
@@ -777,6 +782,7 @@ def test_a_sweep_of_esgd_studies_is_refused_in_one_line(tmp_path):
 # --- an interrupted study resumes; a grown one adds seeds ---------------------------------------
 
 
+@pytest.mark.slow
 def test_more_repeats_add_seeds_and_give_the_uninterrupted_study(study, tmp_path):
     """Seed by seed saving: a study of 1 seed, then asked for 2, trains only the second and
     ends with the same tables as the study that ran both at once."""
@@ -792,6 +798,7 @@ def test_more_repeats_add_seeds_and_give_the_uninterrupted_study(study, tmp_path
         pd.testing.assert_frame_equal(grown[name], whole[name], check_exact=True)
 
 
+@pytest.mark.slow
 def test_harness_report_draws_an_esgd_study_again(study, tmp_path):
     from harness.report import main as report_main
 
@@ -803,6 +810,7 @@ def test_harness_report_draws_an_esgd_study_again(study, tmp_path):
     assert (tmp_path / "fitness.png").is_file() and (tmp_path / "esgd.json").is_file()
 
 
+@pytest.mark.slow
 def test_variants_put_studies_side_by_side(study, tmp_path):
     from harness.esgd import tables, variants
 
@@ -832,6 +840,7 @@ def test_variants_put_studies_side_by_side(study, tmp_path):
     assert child.ratio == pytest.approx(row.fitness / (sum(parents) / len(parents)))
 
 
+@pytest.mark.slow
 def test_the_summary_names_the_held_out_size_of_old_and_new_records(study, tmp_path):
     folder, _ = study
     assert "fitness on 200 held-out training examples" in (folder / "summary.md").read_text()

@@ -149,12 +149,14 @@ def figures_of(
     return {name: fig for name, fig in made.items() if isinstance(fig, Figure)}
 
 
+@pytest.mark.slow
 def test_no_text_covers_another_in_the_smoke_sweeps_figures(smoke_sweep):
     figures = figures_of(smoke_sweep, TARGET)
     assert "convergence_train_loss" in figures
     assert defects(figures) == {}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not COURSE.exists(), reason="no committed course study")
 def test_no_text_covers_another_in_the_course_studys_figures():
     figures = figures_of(COURSE, None)
@@ -162,6 +164,7 @@ def test_no_text_covers_another_in_the_course_studys_figures():
     assert defects(figures) == {}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not COURSE.exists(), reason="no committed course study")
 def test_a_single_nets_figures_keep_their_titles_within_their_width():
     """One net: one panel a figure, narrower than any title; the titles wrap to it."""
@@ -209,6 +212,7 @@ def test_a_legend_below_one_panel_never_overhangs_it():
     assert fig.get_figwidth() > style.PANEL_WIDTH and outside(fig) + overlaps(fig) == []
 
 
+@pytest.mark.slow
 def test_a_log_x_axis_keeps_its_labels_apart_on_any_range():
     """Where measured step times set the range, the ticks fit their labels: CI's machine put
     one net's between 0.53 and 0.59 ms, and 0.55 touched 0.575. Over ranges from 3 % to three
@@ -258,6 +262,7 @@ def test_a_short_log_axis_gets_labels_at_3_too_and_a_shorter_one_evenly_spaced()
     assert ticks == pytest.approx([0.5, 1, 2, 5, 10, 20, 50, 100, 200])
 
 
+@pytest.mark.slow
 def test_no_text_covers_another_in_a_zoo_sized_sweeps_figures(smoke_sweep):
     """120 optimizers (3 of the smoke sweep x 40 made-up variants), each at its best rate."""
     figures = figures_of(smoke_sweep, TARGET, copies=40)
@@ -269,6 +274,7 @@ def test_no_text_covers_another_in_a_zoo_sized_sweeps_figures(smoke_sweep):
     assert defects(figures) == {}
 
 
+@pytest.mark.slow
 def test_long_setting_names_widen_the_figures_not_squeeze_their_panels(smoke_sweep):
     """Settings named like a batch-size study's (`momentum: study.budget=epochs, ...`): the
     names beside bars and in legends take their width; no panel collapses (pyproject turns
@@ -311,6 +317,7 @@ def test_no_text_covers_another_in_the_esgd_studys_figures(tmp_path):
     assert defects(made) == {}
 
 
+@pytest.mark.slow
 def test_a_zoos_figures_draw_in_colour_the_best_on_validation_and_the_courses_best(smoke_sweep):
     """In a zoo, a setting is drawn in colour for its validation quality, never its test
     quality: one made-up optimizer is made the best on validation and the worst on test, one the
@@ -365,6 +372,7 @@ def test_a_zoos_focus_is_its_best_and_the_courses_best_in_colours_apart():
     assert closest >= style.MIN_COLOR_DISTANCE / 2  # apart, where the hashed colours repeat
 
 
+@pytest.mark.slow
 def test_crowded_point_labels_stay_inside_their_panel():
     """Where no place near a point is free (a zoo's Pareto front in one corner), its label
     goes where it covers the least inside the panel, never outside it (where it was cut off)."""
@@ -383,6 +391,7 @@ def test_crowded_point_labels_stay_inside_their_panel():
     assert all(panel.contains(b.x0, b.y0) and panel.contains(b.x1, b.y1) for b in boxes)
 
 
+@pytest.mark.slow
 def test_point_labels_keep_off_the_panels_edges_and_each_other():
     """A point near the left spine whose right is taken by its neighbours: its label goes to
     its left, where it had sat flush with the spine, the spine through its first letter; and

@@ -58,6 +58,7 @@ def betas_by_gamma(tmp_path_factory):
     )
 
 
+@pytest.mark.slow
 def test_every_axis_of_the_sweep_is_a_config_of_its_own(activations_by_decay):
     runs = load_runs(activations_by_decay)
     assert len(runs) == 4 and runs["config_id"].nunique() == 4
@@ -111,6 +112,7 @@ def test_labels_of_the_report_name_the_keys_that_vary(activations_by_decay):
     assert (table != "").all().all()  # every config has its cell
 
 
+@pytest.mark.slow
 def test_a_list_valued_axis_and_a_schedule_setting(betas_by_gamma):
     runs = load_runs(betas_by_gamma)
     assert set(runs["optimizer.betas"]) == {"[0.9, 0.999]", "[0.5, 0.999]"}
@@ -155,6 +157,7 @@ def test_runs_of_several_sweeps_keep_every_key_that_differs(activations_by_decay
 # --- one identity module: the folder name, the hash and the tables follow one rule -----------
 
 
+@pytest.mark.slow
 def test_run_folders_leave_out_exactly_the_keys_that_do_not_compute(tmp_path):
     """Hydra's exclude_keys is derived from harness.identity: overrides of execution keys, the
     tuning protocol and the preset's name are not in a run's folder name, every other one is,

@@ -174,6 +174,7 @@ sys.exit(1 if failed else 0)
 """
 
 
+@pytest.mark.slow
 def test_every_module_imports_alone_in_a_fresh_process():
     """A circle that only bites when one module is imported first (a partially initialised
     module) fails here: each module imported first, in a process of its own (forked from one
@@ -188,6 +189,7 @@ def test_every_module_imports_alone_in_a_fresh_process():
     assert result.returncode == 0, result.stdout + result.stderr[-2000:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["harness.report", "harness.style", "harness.markdown"])
 def test_drawing_and_tables_do_not_import_torch(name):
     """The report, the style and the Markdown writer load without torch (the command line and

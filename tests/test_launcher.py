@@ -82,6 +82,7 @@ def configs(mnist_dir, *variants, base=("model=net2",)):
         ]
 
 
+@pytest.mark.slow
 def test_composer_gives_hydras_configs(tmp_path):
     """Every job of a sweep with group, value, add, delete, list and Hydra overrides."""
     overrides = [
@@ -196,6 +197,7 @@ def test_small_sweeps_train_without_worker_processes(tmp_path, mnist_dir, monkey
     assert [r["engine"] for r in records] == ["stacked", "stacked"]
 
 
+@pytest.mark.slow
 def test_workers_get_the_data_without_loading_it_again(tmp_path, mnist_dir, monkeypatch):
     loads = tmp_path / "loads.txt"
     monkeypatch.setenv("COUNT_LOADS", str(loads))
@@ -216,12 +218,14 @@ def test_workers_get_the_data_without_loading_it_again(tmp_path, mnist_dir, monk
         assert records[i]["final"] == pytest.approx(single["final"], abs=1e-10)
 
 
+@pytest.mark.slow
 def test_help_says_what_a_sweep_does():
     result = run_cli("--help", cwd=CONF_DIR)
     assert result.returncode == 0
     assert "A sweep trains by the fastest exact path by default" in result.stdout
 
 
+@pytest.mark.slow
 def test_stacks_are_dealt_by_what_their_runs_cost_and_bounded_in_seconds(mnist_dir, monkeypatch):
     """An optimizer's step costs 100x more in some than in others: a group's sub-stacks are
     dealt to near-equal estimated seconds (a run's steps times its step alone, as the check

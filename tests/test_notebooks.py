@@ -69,6 +69,7 @@ def tiny_esgd_study(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
 def test_notebook_runs_without_error_on_the_smoke_sweep(
     script, committed_like_sweep, tiny_esgd_study, monkeypatch, tmp_path

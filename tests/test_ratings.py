@@ -168,6 +168,7 @@ def test_the_mixed_setup_steps_both_optimizers(tmp_path):
     assert {"train_rmse", "test_rmse", "test_truth_rmse", "lr"} <= set(metrics["metric"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "overrides,message",
     [
@@ -183,6 +184,7 @@ def test_bad_ratings_settings_are_one_line_and_nothing_written(tmp_path, overrid
     assert not list(tmp_path.rglob("run.json"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text", ["", "userId,movieId,rating,timestamp\n1,2\n"])
 def test_a_bad_ratings_file_from_the_command_line_is_one_line(tmp_path, text):
     path = tmp_path / "ratings.csv"
@@ -253,6 +255,7 @@ def test_a_ratings_run_records_its_validation_rmse(tmp_path):
     assert not np.isclose(val, test).any()  # the validation interactions, not the test ones
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "value,message",
     [
@@ -268,6 +271,7 @@ def test_bad_ratings_validation_is_one_line(tmp_path, value, message):
     assert message in result.stderr and not out.exists()
 
 
+@pytest.mark.slow
 def test_a_ratings_report_takes_an_rmse_target_and_refuses_a_negative_one(tmp_path, capsys):
     from harness import report
 

@@ -156,6 +156,7 @@ def test_convergence_marks_a_diverged_curve_where_it_ends(tables):
     assert re.fullmatch(r"1\. sgd, lr 50: [\d.]+ % \(2/2 diverged\)", legend)
 
 
+@pytest.mark.slow
 def test_a_setting_whose_seed_diverged_is_a_cross_off_the_front(tables):
     """Quality against step time: a setting at a config with a diverged seed plots the mean of
     what its seeds recorded, so it is drawn as a cross and never joins the Pareto front."""
@@ -188,6 +189,7 @@ def test_a_setting_whose_seed_diverged_is_a_cross_off_the_front(tables):
         assert ("a seed diverged" in figure._suptitle.get_text()) == crossed
 
 
+@pytest.mark.slow
 def test_lr_sensitivity_points_are_the_summary_and_the_star_is_the_best_lr(tables):
     runs, _ = tables
     fig = report.lr_sensitivity_figure(runs)
@@ -311,6 +313,7 @@ def optimizer_named(label: str) -> str:
     return re.split(r"[:,]", re.sub(r"^\d+\. ", "", label), maxsplit=1)[0].strip()
 
 
+@pytest.mark.slow
 def test_one_colour_per_optimizer_in_every_figure(tables):
     runs, curves = tables
     figures = report.make_figures(runs, curves, TARGET)
@@ -402,6 +405,7 @@ def test_final_metrics_table_values_are_the_summary(tables):
         assert bold == [winner.idxmax()]
 
 
+@pytest.mark.slow
 def test_report_writes_every_figure_and_the_summary(smoke_sweep, tmp_path):
     out = tmp_path / "report"
     report.main([str(smoke_sweep), "--out", str(out), "--target", str(TARGET)])
@@ -444,6 +448,7 @@ def test_report_writes_every_figure_and_the_summary(smoke_sweep, tmp_path):
     ]
 
 
+@pytest.mark.slow
 def test_report_skips_what_the_sweep_cannot_show_and_says_why(tables, tmp_path):
     runs, curves = tables
     # One learning rate per optimizer and one batch size; no run reaches 99.9 %.
@@ -487,6 +492,7 @@ def test_report_skips_what_the_sweep_cannot_show_and_says_why(tables, tmp_path):
     assert report.show(report.lr_sensitivity_figure, one) is None
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("error::UserWarning")  # not even matplotlib's, on one-point lines
 def test_a_sweep_of_diverged_runs_only_still_reports(tables, tmp_path):
     runs, curves = tables
@@ -501,6 +507,7 @@ def test_a_sweep_of_diverged_runs_only_still_reports(tables, tmp_path):
 COMMITTED = "results/course_test_selected"
 
 
+@pytest.mark.slow
 def test_a_committed_report_is_drawn_again_identically(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)  # summary.md names the sweep folder as given: results/...
     committed = Path(COMMITTED) / "report"
@@ -511,6 +518,7 @@ def test_a_committed_report_is_drawn_again_identically(tmp_path, monkeypatch):
     assert set(result.skipped) == set(report.FIGURES) - figures - {"convergence_test_rmse"}
 
 
+@pytest.mark.slow
 def test_the_zoos_reading_is_drawn_from_a_sweeps_tables(smoke_sweep, tmp_path):
     sys.path.insert(0, str(REPO / "experiments"))
     import zoo_reading
@@ -546,6 +554,7 @@ def test_the_zoos_reading_is_drawn_from_a_sweeps_tables(smoke_sweep, tmp_path):
     assert result.returncode == 2 and "unrecognized arguments: --out x" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_figure_saved_again_is_the_same_file(tables, tmp_path):
     # a committed report drawn again changes only where a figure did: no date, no random ids
     runs, curves = tables
@@ -557,6 +566,7 @@ def test_a_figure_saved_again_is_the_same_file(tables, tmp_path):
         assert (tmp_path / f"first.{fmt}").read_bytes() == (tmp_path / f"again.{fmt}").read_bytes()
 
 
+@pytest.mark.slow
 def test_bad_input_from_the_command_line_is_one_line_and_exit_status_2(tmp_path):
     result = subprocess.run(
         [sys.executable, "-c", "from harness.report import main; main()", str(tmp_path / "no")],
@@ -680,6 +690,7 @@ def momentum_sweep(tmp_path_factory, mnist_dir):
     return folder
 
 
+@pytest.mark.slow
 def test_momentum_axis_and_effective_step_figures(momentum_sweep):
     runs, curves = report.load_sweep(momentum_sweep)
     assert analysis.swept_keys(runs) == ["optimizer.momentum"]  # nesterov: a label, not an axis

@@ -111,6 +111,7 @@ def test_the_smoke_sweep_has_a_validation_split(tables):
     assert analysis.selection_split(curves) == "val"
 
 
+@pytest.mark.slow
 def test_permuting_the_test_metrics_changes_no_pick(tables):
     runs, curves = tables
     before = picks(runs, curves)

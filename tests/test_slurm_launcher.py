@@ -54,6 +54,7 @@ def runs_of(folder: Path) -> dict[str, dict]:
     return {p.parent.name: json.loads(p.read_text()) for p in folder.glob(f"*/{RUN_FILE}")}
 
 
+@pytest.mark.slow
 def test_one_job_per_stack_gives_the_stacked_launchers_results(tmp_path):
     result = sweep(tmp_path, "slurm", *SWEEP, *SLURM)
     assert result.returncode == 0, result.stderr
@@ -88,6 +89,7 @@ def mnist_failing_in_jobs(**data):  # noqa: ANN003, ANN201
     return load_mnist(**data)
 
 
+@pytest.mark.slow
 def test_a_failed_job_is_named_in_one_line_and_the_sweep_resumes(tmp_path, monkeypatch):
     # Two stacks by their data (a net1 sgd + adam each); the job of the 400-image one fails.
     overrides = [
@@ -124,6 +126,7 @@ def test_a_failed_job_is_named_in_one_line_and_the_sweep_resumes(tmp_path, monke
     assert all(r["status"] == "completed" for r in runs_of(folder).values())
 
 
+@pytest.mark.slow
 def test_sbatch_gets_one_job_array_with_the_configs_resources(tmp_path, monkeypatch):
     """No cluster here: a fake srun makes submitit's SLURM executor available, and a fake
     sbatch keeps the script the launcher submits and refuses it, as sbatch refuses a job for a

@@ -77,6 +77,7 @@ def train_both(tmp_path, mnist_dir, base, configs):
     return stacked, single, metrics
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("model", "steps"), [("net2", 100), ("mlp", 100), ("lenet", 40)])
 def test_float64_stacked_equals_single_for_all_optimizers(tmp_path, mnist_dir, model, steps):
     rng = random.Random(f"float64-{model}")
@@ -99,6 +100,7 @@ def test_float64_stacked_equals_single_for_all_optimizers(tmp_path, mnist_dir, m
         assert s["config_hash"] == r["config_hash"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["net2", "lenet"])
 def test_seeds_stack_each_with_its_own_data_order_and_equal_alone(tmp_path, mnist_dir, model):
     # 40 steps of batches of 50 from 1,000 images: two epochs, each a permutation per seed.
@@ -150,6 +152,7 @@ def test_the_sharing_probe_lets_element_wise_optimizers_share_one_instance(targe
         assert "not element-wise" in reason or "failed on a probe" in reason
 
 
+@pytest.mark.slow
 def test_float32_stacked_equals_single_after_5_steps(tmp_path, mnist_dir):
     rng = random.Random("float32")
     configs = [["model=net3", *random_overrides(o, rng)] for o in OPTIMIZERS]
@@ -158,6 +161,7 @@ def test_float32_stacked_equals_single_after_5_steps(tmp_path, mnist_dir):
         assert max_difference(a, b) <= 1e-5, config
 
 
+@pytest.mark.slow
 def test_the_torch_func_stack_of_mlps_equals_the_hand_written_one(tmp_path, mnist_dir):
     with hydra_context():
         base = [f"data.root={mnist_dir}", "model=net3", *small("float64", 40, 20, 10)]
@@ -186,6 +190,7 @@ def test_a_model_that_cannot_stack_is_refused_and_trains_alone(tmp_path, mnist_d
     assert [r["engine"] for r in records] == ["single", "single"]
 
 
+@pytest.mark.slow
 def test_a_diverging_model_does_not_disturb_the_others(tmp_path, mnist_dir):
     configs = [
         ["model=net3", "optimizer=adam"],
@@ -225,6 +230,7 @@ def job_of(overrides: list[str]) -> Job:
     return Job.of(compose_config(overrides), "unused")
 
 
+@pytest.mark.slow
 def test_runs_stack_by_architecture_batch_data_and_dtype_not_optimizer_or_seed(mnist_dir):
     with hydra_context():
         base = [f"data.root={mnist_dir}", "model=net2"]
@@ -255,6 +261,7 @@ def test_a_bad_job_fails_the_group_before_anything_is_written(tmp_path, mnist_di
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_execute_jobs_in_two_worker_processes(tmp_path, mnist_dir):
     with hydra_context():
         base = [f"data.root={mnist_dir}", *small("float64", 20, 10, 5), "train.engine=stacked"]

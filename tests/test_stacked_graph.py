@@ -60,6 +60,7 @@ def stack_of(cfgs, capturable: bool) -> Stack:
 # --- the capturable stepper: exact on any device --------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_capturable_stack_trains_as_each_run_alone(mnist_dir):
     """The stepper's form a CUDA graph captures (coefficients read from one tensor, torch's
     fused classes by their stacked rule) gives each run what it gives alone, in float64: every
@@ -188,6 +189,7 @@ def test_cuda_graph_is_an_execution_setting_checked_in_one_line(mnist_dir):
 # --- worker processes on a GPU ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_worker_count_on_a_gpu_follows_its_rule(mnist_dir):
     """min(cores - 1, the cap, what the device's memory holds), stated in the log's words."""
     lrs = [f"optimizer.lr={0.01 * (i + 1):g}" for i in range(64)]

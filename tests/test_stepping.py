@@ -16,6 +16,7 @@ def config(mnist_dir, *overrides):
     return compose_config([f"data.root={mnist_dir}", *SMALL_RUN, "model=net1", *overrides])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name,needs",
     [

@@ -33,6 +33,7 @@ def sweep(tmp_path, *overrides, name="sweep"):
     return run_cli("-m", *overrides, f"hydra.sweep.dir={tmp_path / name}", cwd=tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "experiment,jobs",
     [
@@ -59,6 +60,7 @@ def test_studies_compose_and_expand(experiment, jobs):
             compose_config(job)
 
 
+@pytest.mark.slow
 def test_smoke_sweep_tables_and_resume(tmp_path):
     result = sweep(tmp_path, "experiment=smoke")
     assert result.returncode == 0, result.stderr
@@ -96,6 +98,7 @@ def test_smoke_sweep_tables_and_resume(tmp_path):
     pd.testing.assert_frame_equal(pd.read_parquet(folder / "runs.parquet"), runs)
 
 
+@pytest.mark.slow
 def test_a_sweep_reuses_what_an_earlier_study_trained_and_trains_only_the_rest(tmp_path):
     first = sweep(tmp_path, *TINY, "optimizer=sgd,adam", "model=net1", name="first")
     assert first.returncode == 0, first.stderr
@@ -119,6 +122,7 @@ def test_a_sweep_reuses_what_an_earlier_study_trained_and_trains_only_the_rest(t
     assert missing.returncode == 2 and "sweep.reuse: no study folder nowhere" in missing.stderr
 
 
+@pytest.mark.slow
 def test_another_sweep_into_the_same_folder_is_refused_unless_appended(tmp_path):
     assert sweep(tmp_path, *TINY, "optimizer=sgd,adam", "model=net1").returncode == 0
     refused = sweep(tmp_path, *TINY, "optimizer=adagrad", "model=net1")
@@ -132,6 +136,7 @@ def test_another_sweep_into_the_same_folder_is_refused_unless_appended(tmp_path)
     assert len(state["invocations"]) == 2
 
 
+@pytest.mark.slow
 def test_diverging_run_inside_a_sweep(tmp_path):
     result = sweep(tmp_path, *TINY, "model=net3", "optimizer=sgd", "optimizer.lr=0.1,1e4,0.01")
     assert result.returncode == 0, result.stderr
@@ -155,6 +160,7 @@ def _start_sweep(overrides: list[str], cwd: Path, stderr: int) -> subprocess.Pop
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["auto", "single"])
 def test_killed_sweep_resumes_every_run_exactly_once(tmp_path, engine):
     overrides = [
@@ -190,6 +196,7 @@ def test_killed_sweep_resumes_every_run_exactly_once(tmp_path, engine):
     assert (runs.status == "completed").all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("signum", "whole_group"),
     [(signal.SIGINT, True), (signal.SIGTERM, False)],
@@ -240,6 +247,7 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_parallel_joblib_workers_give_the_sequential_results(tmp_path):
     axes = [*TINY, "model=net1,net2", "optimizer=sgd,adam", "seed=0,1", "threads=1"]
     assert sweep(tmp_path, *axes, "train.engine=single", name="sequential").returncode == 0
@@ -258,6 +266,7 @@ def test_parallel_joblib_workers_give_the_sequential_results(tmp_path):
     assert (per_run == 1).all().all() and len(per_run) == 8
 
 
+@pytest.mark.slow
 def test_submitit_local_launcher(tmp_path):
     result = sweep(
         tmp_path,
@@ -317,6 +326,7 @@ def test_slurm_launcher_gives_submitit_a_valid_job_script(tmp_path):
     assert params["submitit_folder"] == f"{cfg.hydra.sweep.dir}/.submitit/%j"
 
 
+@pytest.mark.slow
 def test_default_sweep_stacks_and_gives_the_single_engine_results_and_resumes(tmp_path):
     axes = [*TINY, "model=net1,net2", "optimizer=sgd,adam,rmsprop", "seed=0", "threads=1"]
     assert sweep(tmp_path, *axes, "train.engine=single", name="single").returncode == 0

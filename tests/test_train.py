@@ -118,6 +118,7 @@ def test_load_runs_and_curves(tmp_path, mnist_dir):
     assert last.tolist() == runs.sort_values("seed").final_test_accuracy.tolist()
 
 
+@pytest.mark.slow
 def test_cli_single_run_writes_under_results(tmp_path, mnist_dir):
     out = tmp_path / "out"
     result = run_cli(
@@ -128,6 +129,7 @@ def test_cli_single_run_writes_under_results(tmp_path, mnist_dir):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("optimizer", [CountingSGD, SlowSGD])
 def test_a_steps_time_alone_is_measured_in_a_few_of_its_steps_when_they_are_slow(
     mnist_dir, monkeypatch, optimizer
@@ -165,6 +167,7 @@ def test_an_optimizer_that_fails_while_its_step_is_timed_passes_the_check_untime
     assert failure is None and seconds is None
 
 
+@pytest.mark.slow
 def test_a_resumed_sweep_neither_checks_times_nor_probes_its_optimizers_again(
     tmp_path, monkeypatch
 ):

@@ -231,6 +231,7 @@ def test_a_centre_or_edge_rule_that_cannot_run_is_one_config_error(extra, messag
         check_protocol({**PROTOCOL, **extra})
 
 
+@pytest.mark.slow
 def test_a_pick_at_the_edge_of_its_range_is_searched_again_beyond_it(tmp_path, mnist_dir):
     # 20 steps of SGD at rates around 1e-5 (one decade each way): the larger the rate, the
     # better, so the pick is at the high edge of every range until the rounds run out.
@@ -292,6 +293,7 @@ def tuning_study(tmp_path_factory, mnist_dir):
     return cwd, folder
 
 
+@pytest.mark.slow
 def test_random_search_trains_its_trials_stacked_and_resumes(tuning_study):
     cwd, folder = tuning_study
     runs = _runs(folder)
@@ -309,6 +311,7 @@ def test_random_search_trains_its_trials_stacked_and_resumes(tuning_study):
     assert _mtimes(folder) == before  # every trial had finished: nothing trained again
 
 
+@pytest.mark.slow
 def test_a_study_resumed_from_its_committed_tables_alone_trains_nothing_again(tuning_study):
     # A fresh clone has a sweep's consolidated tables (committed) but no run folders (ignored):
     # the study picks up from the tables, as a long study does across machines.
@@ -326,6 +329,7 @@ def test_a_study_resumed_from_its_committed_tables_alone_trains_nothing_again(tu
     )
 
 
+@pytest.mark.slow
 def test_the_evaluation_phase_takes_the_rate_the_validation_set_chose(tuning_study):
     cwd, folder = tuning_study
     tuned = _runs(folder)
@@ -390,11 +394,13 @@ def test_an_evaluation_of_a_study_without_validation_data_is_one_line(tuning_stu
     assert_evaluation_refused(train_in_process, tmp_path, blind, "has no validation split")
 
 
+@pytest.mark.slow
 def test_an_evaluation_without_its_tuning_study_is_one_line(tmp_path):
     message = "is not a folder: run the tuning study first"
     assert_evaluation_refused(run_cli, tmp_path, tmp_path / "nothing", message)
 
 
+@pytest.mark.slow
 def test_a_single_run_without_its_tuning_study_is_one_line(tmp_path):
     # raised by the ${tuned:} resolver inside the job: one line, not OmegaConf's wrapping of it
     # after a line of Hydra's about the job; and no run folder
@@ -435,6 +441,7 @@ def assert_evaluation_refused(run, cwd, source, message: str) -> None:
     assert not evaluation.exists()
 
 
+@pytest.mark.slow
 def test_optuna_tpe_tunes_in_stacked_batches_and_resumes(tmp_path):
     folder = tmp_path / "tpe"
     command = [
@@ -466,6 +473,7 @@ def test_optuna_tpe_tunes_in_stacked_batches_and_resumes(tmp_path):
     assert "UserWarning" not in result.stderr + again.stderr  # the sweep callback ran clean
 
 
+@pytest.mark.slow
 def test_a_shortlist_trains_the_best_trials_of_its_earlier_study_at_another_length(tuning_study):
     cwd, folder = tuning_study
     tuned = _runs(folder)

@@ -351,6 +351,7 @@ def test_same_seed_same_trajectory_bit_for_bit():
 # current variant's α_t = (1 - √μ)²/h_min starts near 1e-4 and grows as ||g|| shrinks: it needs
 # ~10,000 steps. The 2017 variant applies a moving average of α_t started at 1 (β = 0.999), whose
 # large early values do most of its first 3,000 steps' work.
+@pytest.mark.slow
 @pytest.mark.parametrize(("variant", "steps"), [("current", 10_000), ("2017", 3000)])
 def test_optimises_an_ill_conditioned_quadratic(variant, steps):
     trajectory = noisy_quadratic(seed=0, steps=steps, variant=variant)
@@ -414,6 +415,7 @@ def test_config_selects_it_with_every_hyperparameter_overridable():
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("schedule", ["step", "cosine", "exponential"])
 def test_a_learning_rate_schedule_is_refused_with_one_line(tmp_path, schedule):
     result = run_cli(
