@@ -146,12 +146,13 @@ def results_tree(tmp: Path) -> Path:
 
 def synthetic_study(folder: Path, runs: int, seed: int = 0) -> Path:
     """A study of `runs` runs x 20,000 iterations (2 nets x optimizers x 20 rates x 5 seeds):
-    its runs table from a committed course run's row, curves of a loss falling to a floor that
-    depends on the rate, written as parts of 1,000 runs."""
+    its runs table from a committed course run's row of each net, curves of a loss falling to a
+    floor that depends on the rate, written as parts of 1,000 runs."""
     from harness.storage import append
 
-    template = pd.read_parquet(REPO / "results" / "course" / "runs.parquet").iloc[0]
-    identity = json.loads(template["config"])
+    course = pd.read_parquet(REPO / "results" / "course" / "runs.parquet")
+    # each net's runs from a committed run of that net: its config (its identity) names the net
+    templates = [course[course["model"] == f"net{net + 1}"].iloc[0] for net in range(2)]
     rng = np.random.default_rng(seed)
     evals = np.arange(0, 20_001, 500)
     steps = np.arange(0, 20_000, 8)
@@ -164,8 +165,9 @@ def synthetic_study(folder: Path, runs: int, seed: int = 0) -> Path:
         optimizer, rest = divmod(rest, 100)
         rate, seed_ = divmod(rest, 5)
         lr = 10 ** (-4 + 4 * (rate % 20) / 19)
+        template = templates[net]
         run_identity = {
-            **identity,
+            **json.loads(template["config"]),
             "optimizer.lr": lr,
             "optimizer._target_": names[optimizer % len(names)],
         }
