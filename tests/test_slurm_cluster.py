@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from test_slurm_launcher import SWEEP  # 2 stacks of one net: 2 jobs
 
 from conftest import HARNESS_TRAIN, MNIST_DIR, run_cli
 from harness.results import CHECKPOINTS_FOLDER, METRICS_FILE, RUN_FILE
@@ -23,15 +24,6 @@ pytestmark = pytest.mark.slurm
 
 TESTS = Path(__file__).resolve().parent
 TINY_DATA = ["data.train_size=500", "data.val_size=200", "data.test_size=200"]
-# 2 batch sizes x 2 optimizers of one net: 2 stacks, 2 jobs (tests/test_slurm_launcher.py's)
-SWEEP = [
-    "model=net1",
-    "optimizer=sgd,adam",
-    "train.batch_size=50,100",
-    "train.iterations=20",
-    "train.eval_every=10",
-    *TINY_DATA,
-]
 # One stack of 2 runs whose every step sleeps 0.1 s in a SLURM job while the test's nap file
 # exists (conftest.NappingSGD): 60 s for the stack's 300 steps, a second once the file is gone.
 SLOW = [

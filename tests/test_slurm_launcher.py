@@ -188,21 +188,22 @@ def test_an_unknown_launcher_setting_is_named_in_one_line(tmp_path):
         launcher.executor("harness-sweep")
 
 
-def test_a_bad_requeue_count_is_refused_in_one_line(tmp_path):
-    result = sweep(tmp_path, "sweep", *SWEEP, *SLURM, "hydra.launcher.max_num_timeout=-1")
+@pytest.mark.parametrize(
+    ("override", "error"),
+    [
+        (
+            "hydra.launcher.max_num_timeout=-1",
+            "hydra.launcher.max_num_timeout must be a whole number of requeues >= 0, not -1",
+        ),
+        (
+            "hydra.launcher.tasks_per_node=2",
+            "hydra.launcher.tasks_per_node must be 1 (a job trains its stack in one process), "
+            "not 2",
+        ),
+    ],
+)
+def test_a_bad_job_setting_is_refused_before_anything_is_written(tmp_path, override, error):
+    result = sweep(tmp_path, "sweep", *SWEEP, *SLURM, override)
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1] == (
-        "harness-train: error: hydra.launcher.max_num_timeout must be a whole number of "
-        "requeues >= 0, not -1"
-    )
-    assert not (tmp_path / "sweep").exists()
-
-
-def test_a_job_of_several_tasks_is_refused_before_anything_is_written(tmp_path):
-    result = sweep(tmp_path, "sweep", *SWEEP, *SLURM, "hydra.launcher.tasks_per_node=2")
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1] == (
-        "harness-train: error: hydra.launcher.tasks_per_node must be 1 (a job trains its stack "
-        "in one process), not 2"
-    )
+    assert result.stderr.strip().splitlines()[-1] == f"harness-train: error: {error}"
     assert not (tmp_path / "sweep").exists()
