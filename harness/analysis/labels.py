@@ -4,7 +4,7 @@ of columns), and the labels of nets and settings built from them."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -78,7 +78,9 @@ def config_key(frame: pd.DataFrame, without: Sequence[str] = ()) -> pd.Series:
     return _joined_texts(frame, keys, lambda key: f"{key}=", "|")
 
 
-def _joined_texts(frame: pd.DataFrame, keys: Sequence[str], name, separator: str) -> pd.Series:
+def _joined_texts(
+    frame: pd.DataFrame, keys: Sequence[str], name: Callable[[str], str], separator: str
+) -> pd.Series:
     """Per row, `name(key)` and the text of its value for each key, joined by `separator`."""
     if not keys:
         return pd.Series("", index=frame.index, dtype=object)
