@@ -527,3 +527,51 @@ def test_every_run_with_a_calibration_is_timed_by_it():
     assert own_step_time(runs.drop(columns="step_time_alone_s")).tolist() == pytest.approx(
         [0.09, 0.04, 0.06]
     )
+
+
+def test_a_remembered_table_is_computed_once_per_frame_inside_shared_results():
+    calls = []
+
+    @analysis.remembered
+    def totals(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+        calls.append(id(frame))
+        return frame.groupby("k", as_index=False)[column].sum()
+
+    frame = pd.DataFrame({"k": [1, 1, 2], "x": [1.0, 2.0, 3.0]})
+    other = frame.copy()
+    with analysis.shared_results():
+        first = totals(frame, "x")
+        first["x"] = 0.0  # a caller's change stays its own
+        again = totals(frame, column="x"), totals(frame, "x")
+        totals(other, "x")
+    assert again[1]["x"].tolist() == [3.0, 3.0]
+    assert calls == [id(frame), id(frame), id(other)]  # by position and by name: two keys
+    totals(frame, "x")  # outside the block nothing is kept
+    assert len(calls) == 4
+
+
+def test_labels_tell_values_apart_by_type_and_text_as_before():
+    # 1 and True are equal to pandas but written apart; 1 and 1.0 are written alike; None and
+    # NaN apart; lists by their text
+    frame = pd.DataFrame(
+        {
+            "optimizer": ["a"] * 6,
+            "optimizer.flag": pd.Series([1, True, 1.0, None, np.nan, 1], dtype=object),
+            "optimizer.betas": pd.Series([[0.9, 0.99]] * 5 + [[0.8, 0.99]], dtype=object),
+            "optimizer.eps": [1e-8] * 6,
+            "optimizer.lr": [0.1, 0.1, 0.1, 0.1, 0.1, 0.1 + 1e-12],  # the same text: '0.1'
+        }
+    )
+    labels = analysis.setting_labels(frame, without=())
+    assert labels.tolist() == [
+        "a: flag=1, betas=[0.9, 0.99]",
+        "a: flag=True, betas=[0.9, 0.99]",
+        "a: flag=1, betas=[0.9, 0.99]",
+        "a: flag=None, betas=[0.9, 0.99]",
+        "a: flag=nan, betas=[0.9, 0.99]",
+        "a: flag=1, betas=[0.8, 0.99]",
+    ]
+    assert analysis.varying_keys(frame) == ["optimizer.flag", "optimizer.betas"]
+    groups = analysis.config_groups(frame)
+    texts = analysis.config_key(frame)
+    assert pd.factorize(groups)[0].tolist() == pd.factorize(texts)[0].tolist()  # one partition

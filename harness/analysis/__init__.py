@@ -20,7 +20,8 @@ by `fixed_settings`.
 One module per concern: `metrics` (which metric reports, which split chooses), `labels` (a
 run's identity: config keys, nets and settings), `summaries` (statistics over seeds and the
 selection rule), `targets` (time to a target quality), `axes` (tables along a config key),
-`profiles` (performance profiles), `reference` (each setting against a reference's best).
+`profiles` (performance profiles), `reference` (each setting against a reference's best),
+`memo` (tables computed once per report: `shared_results`).
 This package re-exports their public names.
 """
 
@@ -43,6 +44,7 @@ from harness.analysis.labels import (
     MOMENTUM_KEY,
     NET_KEYS,
     SHORT_COLUMNS,
+    config_groups,
     config_key,
     fixed_settings,
     is_numeric_key,
@@ -54,6 +56,7 @@ from harness.analysis.labels import (
     varying_keys,
     with_net,
 )
+from harness.analysis.memo import remembered, shared_results
 from harness.analysis.metrics import (
     SUMMARY_METRICS,
     direction,
@@ -95,6 +98,8 @@ from harness.analysis.targets import (
 )
 
 __all__ = [
+    "remembered",
+    "shared_results",
     "BATCH_KEY",
     "CHOICE_COLUMNS",
     "COURSE_BATCH_SIZE",
@@ -113,6 +118,7 @@ __all__ = [
     "batch_size_table",
     "best_at_reference_batch",
     "best_configs",
+    "config_groups",
     "config_key",
     "curve_bands",
     "effective_steps",

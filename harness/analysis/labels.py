@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from harness import identity
+from harness.analysis.memo import remembered
 from harness.identity import CHOICE_COLUMNS, ID_COLUMNS
 from harness.results import config_keys
 
@@ -52,10 +53,10 @@ def _text_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=object)
     if column.dtype != object:
         codes, uniques = pd.factorize(column, use_na_sentinel=False)
-    else:  # told apart by type and text; written from each distinct value's first row
+    else:  # told apart by type and value; written from each distinct value's first row
         values = column.to_numpy()
-        codes, kinds = pd.factorize(np.array([repr(v) for v in values]), use_na_sentinel=False)
-        first = np.empty(len(kinds), dtype=np.int64)
+        codes = _typed_codes(values)
+        first = np.empty(codes.max() + 1, dtype=np.int64)
         first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
         uniques = values[first]
     # Distinct values may share a text (floats equal to 6 digits): codes of the texts.
@@ -65,12 +66,27 @@ def _text_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return text_codes[codes], np.asarray(texts, dtype=object)
 
 
+_type_of = np.frompyfunc(type, 1, 1)
+
+
+def _typed_codes(values: np.ndarray) -> np.ndarray:
+    """Codes of an object array's values, equal for values of one type that compare equal (1,
+    1.0 and True apart; None and NaN apart); lists, which cannot be hashed, by their repr."""
+    types, _ = pd.factorize(_type_of(values))
+    try:
+        same, _ = pd.factorize(values, use_na_sentinel=False)
+    except TypeError:  # a list among the values
+        same, _ = pd.factorize(np.array([repr(v) for v in values]), use_na_sentinel=False)
+    return pd.factorize(same * (types.max() + 1) + types)[0]
+
+
 def _value_text(value) -> str:
     if isinstance(value, float) and not math.isnan(value):
         return f"{value:g}"
     return str(value)
 
 
+@remembered
 def config_key(frame: pd.DataFrame, without: Sequence[str] = ()) -> pd.Series:
     """One text key per row: its config with the keys `without` left out (dotted names; 'x.'
     leaves out the group x). Rows with equal keys differ only in those keys (and the seed)."""
@@ -81,17 +97,39 @@ def config_key(frame: pd.DataFrame, without: Sequence[str] = ()) -> pd.Series:
 def _joined_texts(
     frame: pd.DataFrame, keys: Sequence[str], name: Callable[[str], str], separator: str
 ) -> pd.Series:
-    """Per row, `name(key)` and the text of its value for each key, joined by `separator`."""
+    """Per row, `name(key)` and the text of its value for each key, joined by `separator`.
+    Each distinct row of texts is joined once (a zoo's 215 keys: joining them row by row
+    copied every growing text 215 times)."""
     if not keys:
         return pd.Series("", index=frame.index, dtype=object)
-    joined = None
-    for key in keys:
-        codes, texts = _text_codes(frame[key])
-        part = (name(key) + texts)[codes]
-        joined = part if joined is None else joined + separator + part
-    return pd.Series(joined, index=frame.index)
+    parts, codes = [], np.empty((len(frame), len(keys)), dtype=np.int64)
+    for j, key in enumerate(keys):
+        codes[:, j], texts = _text_codes(frame[key])
+        parts.append(name(key) + texts)
+    rows, row_of = _distinct_rows(codes)
+    joined = np.array(
+        [separator.join(part[c] for part, c in zip(parts, row, strict=True)) for row in rows],
+        dtype=object,
+    )
+    return pd.Series(joined[row_of], index=frame.index, dtype=object)
 
 
+def _distinct_rows(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of a code matrix and, per row, the index of its distinct row."""
+    rows, row_of = np.unique(codes, axis=0, return_inverse=True)
+    return rows, row_of.reshape(-1)
+
+
+def config_groups(frame: pd.DataFrame, without: Sequence[str] = ()) -> np.ndarray:
+    """Per row, a group number: rows share one exactly when their `config_key`s are equal (the
+    texts are not written: grouping a zoo's configs by 215 keys needs only their codes)."""
+    keys = [k for k in config_keys(frame) if not _matches(k, without)]
+    if not keys or frame.empty:
+        return np.zeros(len(frame), dtype=np.int64)
+    return _distinct_rows(np.column_stack([_codes(frame[k]) for k in keys]))[1]
+
+
+@remembered
 def label_keys(frame: pd.DataFrame, without: Sequence[str] = ()) -> list[str]:
     """The config keys that tell the rows of `frame` apart beyond their choice names (see
     `varying_keys`), and the choices that name neither net nor setting (the schedule) where
@@ -117,28 +155,53 @@ def label_keys(frame: pd.DataFrame, without: Sequence[str] = ()) -> list[str]:
     return _without_derived(frame, found, given)
 
 
+@remembered
 def varying_keys(frame: pd.DataFrame, without: Sequence[str] = ()) -> list[str]:
     """The config keys (not `without`) that differ between rows of one model / optimizer /
     schedule option (or between any rows, for keys outside those groups)."""
-    found, options = [], {}
-    for key in config_keys(frame):
-        if _matches(key, without):
+    keys = [k for k in config_keys(frame) if not _matches(k, without)]
+    options = {}  # the options of a group, written once for all its keys
+    for group in {k.split(".", 1)[0] for k in keys}:
+        if group in CHOICE_COLUMNS and group in frame:
+            options[group] = _codes(frame[group])
+    same = _same_within(frame, keys, options)
+    found = []
+    for key in keys:
+        if key in same:
             continue
         codes, texts = _text_codes(frame[key])
         if len(texts) <= 1:  # the same in every row: it tells none apart
             continue
-        group = key.split(".", 1)[0]
-        if group in CHOICE_COLUMNS and group in frame:
-            if group not in options:  # the options of a group, written once for all its keys
-                options[group] = _codes(frame[group])
-            option = options[group]
-            # Some option holds two values of the key: more (option, value) pairs than options.
-            differs = len(np.unique(option * len(texts) + codes)) > option.max() + 1
-        else:
-            differs = True
-        if differs:
+        option = options.get(key.split(".", 1)[0])
+        # Some option holds two values of the key: more (option, value) pairs than options.
+        if option is None or len(np.unique(option * len(texts) + codes)) > option.max() + 1:
             found.append(key)
     return found
+
+
+def _same_within(frame: pd.DataFrame, keys: Sequence[str], options: dict) -> set[str]:
+    """The numeric keys whose value is the same (NaN with NaN) in every row of each option of
+    their group (of the whole frame, for keys outside the groups): equal values write equal
+    texts, so these cannot vary; a zoo's 146 numeric keys are checked at once, per group."""
+    same = set()
+    whole = np.zeros(len(frame), dtype=np.int64)  # keys outside the groups: one option
+    numeric = [k for k in keys if frame[k].dtype.kind in "fiub"]
+    for option in [*options.values(), whole]:
+        of_option = [k for k in numeric if options.get(k.split(".", 1)[0], whole) is option]
+        if not of_option or len(frame) < 2:
+            same.update(of_option)
+            continue
+        order = np.argsort(option, kind="stable")
+        values = frame[of_option].to_numpy(dtype=float, na_value=np.nan)[order]
+        after, before = values[1:], values[:-1]
+        # equal, and written alike: -0.0 is written '-0'
+        equal = ((after == before) & (np.signbit(after) == np.signbit(before))) | (
+            np.isnan(after) & np.isnan(before)
+        )
+        neighbours = (option[order][1:] == option[order][:-1])[:, None]  # rows of one option
+        differs = (~equal & neighbours).any(axis=0)
+        same.update(k for k, d in zip(of_option, differs, strict=True) if not d)
+    return same
 
 
 def _codes(column: pd.Series) -> np.ndarray:
@@ -180,6 +243,7 @@ def joined_labels(name: pd.Series, frame: pd.DataFrame, keys: Sequence[str]) -> 
     return _joined(name.astype(str), _describe(frame, keys, "optimizer."), ", ")
 
 
+@remembered
 def net_labels(frame: pd.DataFrame) -> pd.Series:
     """A net's name: the model, with its hidden layers when they differ between runs of that
     model ('mlp: hidden=[100, 100]'). Other model keys (activations, initialisation) are part
@@ -188,6 +252,7 @@ def net_labels(frame: pd.DataFrame) -> pd.Series:
     return _joined(frame["model"].astype(str), _describe(frame, keys, "model."), ": ")
 
 
+@remembered
 def setting_labels(frame: pd.DataFrame, without: Sequence[str] = (LR_KEY,)) -> pd.Series:
     """A setting's name: the optimizer with every other key that tells configs apart (not the
     net's keys, nor `without`): 'adam: weight_decay=0.1, model.activations=[relu]'."""
@@ -198,6 +263,7 @@ def setting_labels(frame: pd.DataFrame, without: Sequence[str] = (LR_KEY,)) -> p
     return _joined(frame["optimizer"].astype(str), details, ": ")
 
 
+@remembered
 def with_net(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` with `net` and `setting` columns (see net_labels, setting_labels)."""
     if not len(frame):

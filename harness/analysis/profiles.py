@@ -15,6 +15,7 @@ from harness.analysis.labels import (
     label_keys,
     net_labels,
 )
+from harness.analysis.memo import remembered
 from harness.analysis.summaries import (
     summarize,
 )
@@ -44,6 +45,7 @@ def profile_costs(table: pd.DataFrame, cost: str, solver: str = "optimizer") -> 
     return matrix
 
 
+@remembered
 def profile_tables(
     runs: pd.DataFrame, curves: pd.DataFrame, target: float | None
 ) -> dict[str, pd.DataFrame]:

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from harness.analysis.memo import remembered
 from harness.analysis.metrics import final_quality, higher_is_better, selection_metric
 from harness.analysis.summaries import best_at_reference_batch, rank_configs
 
@@ -45,6 +46,7 @@ def welch_interval(
     return difference, float(low), float(high)
 
 
+@remembered
 def against_reference(
     runs: pd.DataFrame, reference: Sequence[str], confidence: float = 0.95
 ) -> pd.DataFrame:

@@ -12,9 +12,10 @@ from scipy import stats
 from harness.analysis.labels import (
     LABEL_COLUMNS,
     LR_KEY,
-    config_key,
+    config_groups,
     with_net,
 )
+from harness.analysis.memo import remembered
 from harness.analysis.metrics import (
     direction,
     higher_is_better,
@@ -108,6 +109,7 @@ def _summary_columns(frame: pd.DataFrame, counts: Sequence[str], stat_cols: Sequ
     ]
 
 
+@remembered
 def summarize(
     runs: pd.DataFrame,
     metrics: Sequence[str] | None = None,
@@ -148,7 +150,7 @@ def rank_configs(
         _score=(summary[f"{by}_mean"] * (-1 if higher_is_better(summary, by) else 1)).fillna(
             math.inf
         ),
-        _group=config_key(summary, without=tune),
+        _group=config_groups(summary, without=tune),
     )
     order = ["_diverged", "_score"]
     if "final_train_loss_mean" in ranked:
@@ -183,6 +185,7 @@ def reference_batch_size(runs: pd.DataFrame) -> int:
     return int(sizes[sizes == sizes.max()].index.min())
 
 
+@remembered
 def lr_table(
     runs: pd.DataFrame, batch_size: int, by: str | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -192,6 +195,7 @@ def lr_table(
     return summary, best_configs(summary, by=by)
 
 
+@remembered
 def best_at_reference_batch(
     runs: pd.DataFrame, by: str | None = None, batch_size: int | None = None
 ) -> tuple[int, pd.DataFrame]:

@@ -9,9 +9,10 @@ import pandas as pd
 from harness.analysis.labels import (
     LABEL_COLUMNS,
     LR_KEY,
-    config_key,
+    config_groups,
     net_labels,
 )
+from harness.analysis.memo import remembered
 from harness.analysis.metrics import (
     direction,
     higher_is_better,
@@ -31,6 +32,7 @@ from harness.results import config_keys, steps_taken
 TARGET_MEASURES = ("iterations_to_target", "epochs_to_target", "seconds_to_target")
 
 
+@remembered
 def time_to_target(
     runs: pd.DataFrame,
     curves: pd.DataFrame,
@@ -109,7 +111,7 @@ def fastest_configs(target_summary: pd.DataFrame, measure: str) -> pd.DataFrame:
     if target_summary.empty:
         return target_summary.copy()
     ranked = target_summary.assign(
-        _cost=target_summary[f"{measure}_cost"], _group=config_key(target_summary, (LR_KEY,))
+        _cost=target_summary[f"{measure}_cost"], _group=config_groups(target_summary, (LR_KEY,))
     ).sort_values(["_cost", "n_reached", "lr"], ascending=[True, False, True], kind="stable")
     best = ranked.groupby("_group", sort=False).head(1)
     return best.drop(columns=["_cost", "_group"]).sort_values(
@@ -117,6 +119,7 @@ def fastest_configs(target_summary: pd.DataFrame, measure: str) -> pd.DataFrame:
     )
 
 
+@remembered
 def quality_at_time(
     runs: pd.DataFrame, curves: pd.DataFrame, seconds: float | None = None
 ) -> tuple[pd.Series, pd.DataFrame]:

@@ -47,6 +47,7 @@ def target_split(target_summary: pd.DataFrame) -> str:
     return "test"
 
 
+@analysis.remembered
 def ranked_by_selection(configs: pd.DataFrame, net: str) -> list[str]:
     """A net's settings, best first by the selection rule (validation quality,
     `analysis.rank_configs`). `configs`: a summary's best configs, one row per net and setting."""
