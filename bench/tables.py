@@ -100,22 +100,45 @@ TASKS = {
 }
 ZOO_ONLY = ("reading", "notebook")
 MEASURE = """
-import json, resource, sys, time
+import json, os, resource, sys, threading, time
 from pathlib import Path
 STUDY, OUT, CODE = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+
+def tree_kb():  # resident memory of this process and every process under it, together
+    total, todo = 0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        try:
+            with open(f"/proc/{{pid}}/status") as status:
+                total += next(int(l.split()[1]) for l in status if l.startswith("VmRSS"))
+            for task in os.listdir(f"/proc/{{pid}}/task"):
+                with open(f"/proc/{{pid}}/task/{{task}}/children") as children:
+                    todo += [int(c) for c in children.read().split()]
+        except (OSError, StopIteration):  # a process that ended meanwhile
+            pass
+    return total
+
+tree_peak = [0]
+def watch():
+    while True:
+        tree_peak[0] = max(tree_peak[0], tree_kb())
+        time.sleep(0.05)
+
 {setup}
+threading.Thread(target=watch, daemon=True).start()
 tic = time.perf_counter()
 {task}
 seconds = time.perf_counter() - tic
 who = (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
-peak = max(resource.getrusage(w).ru_maxrss for w in who)
+peak = max(tree_peak[0], *(resource.getrusage(w).ru_maxrss for w in who))
 print(json.dumps({{"seconds": seconds, "peak_gb": peak / 1e6, **extra}}))
 """
 
 
 def measure(task: str, study: Path, code: Path) -> dict:
     """`task` on `study` in a process of its own, with the harness of source tree `code`:
-    seconds, peak resident memory (GB, the process's or its children's), and what the task
+    seconds, peak resident memory (GB: the process and its workers together, sampled every
+    50 ms, or the largest one alone where that is more), and what the task
     counted; `failed` with the last line of its error otherwise."""
     with tempfile.TemporaryDirectory() as out:
         setup, timed = TASKS[task]

@@ -294,18 +294,25 @@ LABEL_OFFSETS = tuple(
 LABEL_MARGIN_PT = 2.0
 
 
-def label_points(ax, xs, ys, labels, fontsize: float = 7, others=((), ())) -> None:
+def settled(fig: Figure):
+    """Lay `fig` out as it will be drawn (its panel titles fitted first: a title wrapped later
+    would move its panel) and return the renderer its positions in pixels are final for."""
+    fit_panel_titles(fig)
+    FigureCanvasAgg(fig)
+    fig.canvas.draw()  # the constrained layout settles
+    return fig.canvas.get_renderer()
+
+
+def label_points(ax, xs, ys, labels, fontsize: float = 7, others=((), ()), renderer=None) -> None:
     """Name the points (xs, ys) of `ax`, each label at the first of LABEL_OFFSETS where it
     stays inside the panel (`LABEL_MARGIN_PT` off its edges) and covers no point (theirs, or
     the unnamed `others`: (xs, ys)) and no label placed before it (on the figure's settled
     layout; the labels do not move it), the lowest point first; where no place is free, at the
     one inside the panel that covers the fewest (never outside it, where it would be cut
-    off)."""
+    off). `renderer`: of the figure already `settled` (labelling several panels, it is laid
+    out once)."""
     fig = ax.figure
-    fit_panel_titles(fig)  # a title wrapped after the labels are placed would move the panel
-    FigureCanvasAgg(fig)
-    fig.canvas.draw()  # the constrained layout settles: positions in pixels are final
-    renderer = fig.canvas.get_renderer()
+    renderer = renderer or settled(fig)
     margin = LABEL_MARGIN_PT * fig.dpi / 72
     panel = ax.get_window_extent(renderer).padded(-margin)  # off the spines
     points = ax.transData.transform(

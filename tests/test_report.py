@@ -519,6 +519,16 @@ def test_a_committed_report_is_drawn_again_identically(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+def test_figures_drawn_by_worker_processes_are_the_files_drawn_here(smoke_sweep, tmp_path):
+    here = report.write_report(smoke_sweep, tmp_path / "here", formats=("png",), workers=0)
+    workers = report.write_report(smoke_sweep, tmp_path / "workers", formats=("png",), workers=2)
+    assert [p.name for p in workers.written] == [p.name for p in here.written]
+    assert workers.skipped == here.skipped
+    for path in here.written:
+        assert (tmp_path / "workers" / path.name).read_bytes() == path.read_bytes(), path.name
+
+
+@pytest.mark.slow
 def test_the_zoos_reading_is_drawn_from_a_sweeps_tables(smoke_sweep, tmp_path):
     sys.path.insert(0, str(REPO / "experiments"))
     import zoo_reading

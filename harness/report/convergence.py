@@ -192,9 +192,19 @@ def _draw_row(full, zoom, panel, styles, shown, ranked, tuning, metric, x, colum
     # the zoom's right edge instead of squeezing every other line against its left one
     end = min(ends.max(), typical + 2 * (typical - start))
     entries, stretch = [], []
-    lines = dict(tuple(panel.groupby("setting", sort=False)))  # a zoo's panel: 134 settings
+    # the columns drawn, as arrays per setting (a zoo's panel: 134 settings of 215 config keys)
+    drawn = panel[["setting", x, "min", "max", "mean"]].sort_values(["setting", x], kind="stable")
+    lines = {
+        setting: {c: line[c].to_numpy() for c in (x, "min", "max", "mean")}
+        for setting, line in drawn.groupby("setting", sort=False, observed=True)
+    }
+    about = (
+        panel.drop_duplicates("setting")
+        .set_index("setting")[["config_id", "lr", "n_seeds", "n_diverged"]]
+        .to_dict("index")
+    )
     for setting in setting_order(panel):
-        line = lines[setting].sort_values(x)
+        line, first = lines[setting], about[setting]
         style = styles[setting] if setting in shown else CONTEXT  # another net's focus: grey
         low, high, mean = (plotted(metric, line[c]) for c in ("min", "max", "mean"))
         low, high = np.minimum(low, high), np.maximum(low, high)  # error flips min and max
@@ -202,11 +212,10 @@ def _draw_row(full, zoom, panel, styles, shown, ranked, tuning, metric, x, colum
             if setting in shown:
                 ax.fill_between(line[x], low, high, color=style["color"], alpha=BAND_ALPHA, lw=0)
             (handle,) = ax.plot(line[x], mean, **line_style(style, lw=1.6))
-        first = line.iloc[0]
         if first["n_diverged"] and setting in shown:
             for ax in (full, zoom):
-                ax.plot(line[x].iloc[-1:], mean.iloc[-1:], "x", color=style["color"], ms=8)
-        final = float(mean.iloc[-1])
+                ax.plot(line[x][-1:], mean[-1:], "x", color=style["color"], ms=8)
+        final = float(mean[-1])
         tuned = first["config_id"] in tuning
         label = f"{setting}, lr {'tuned' if tuned else lr_text(first['lr'])}: "
         label += _final_text(metric, final)

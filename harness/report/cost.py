@@ -23,6 +23,7 @@ from harness.style import (
     optimizer_color,
     scale,
     setting_order,
+    settled,
     styled,
     wrapped_suptitle,
 )
@@ -120,6 +121,7 @@ def quality_against_step_time_figure(runs: pd.DataFrame) -> Figure:
         + ("; ×: a seed diverged or failed" if (best["n_diverged"] > 0).any() else "")
         + ")",
     )
-    for ax, xs, ys, names, others in labelled:  # once the layout is complete
-        label_points(ax, xs, ys, names, others=others)
+    renderer = settled(fig)  # the layout complete, once: labels do not move it
+    for ax, xs, ys, names, others in labelled:
+        label_points(ax, xs, ys, names, others=others, renderer=renderer)
     return fig

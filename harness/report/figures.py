@@ -55,6 +55,7 @@ def figure_title(name: str) -> str:
     return FIGURES.get(name, f"final and best test accuracy against {name}")
 
 
+@analysis.remembered
 def time_to_target_summary(
     runs: pd.DataFrame, curves: pd.DataFrame, target: float | None, quality: str
 ) -> pd.DataFrame:
@@ -65,26 +66,21 @@ def time_to_target_summary(
     return analysis.summarize_time_to_target(ttt)
 
 
-def make_figures(
+def figure_makers(
     runs: pd.DataFrame,
     curves: pd.DataFrame,
     target: float | None,
     tuning: TuningStudy | Skipped | None = None,
-) -> dict[str, Figure | Skipped]:
-    """Every figure of the report by name, or the Skipped exception that says why not.
+) -> dict[str, Callable[[], Figure]]:
+    """Every figure of the report by name, as the function that draws it (or raises Skipped,
+    which says why the sweep cannot have it); nothing is drawn or computed until one is called.
     Figures of time to target need a `target` (for accuracy, `default_target` gives one); the
     tuning curves need the sweep's tuning study (`inputs.tuning_study`)."""
     q, split = analysis.quality(runs), analysis.selection_split(curves)
-    try:
-        ttt: pd.DataFrame | Skipped = time_to_target_summary(runs, curves, target, q)
-    except Skipped as exc:
-        ttt = exc
 
     def with_target(draw: Callable[[pd.DataFrame, float], Figure]) -> Callable[[], Figure]:
         def make() -> Figure:
-            if isinstance(ttt, Skipped):
-                raise ttt
-            return draw(ttt, target)
+            return draw(time_to_target_summary(runs, curves, target, q), target)
 
         return make
 
@@ -113,13 +109,28 @@ def make_figures(
     for key in analysis.swept_keys(runs):
         if key != analysis.BATCH_KEY:
             makers[key] = functools.partial(key_figure, runs, key)
-    figures = {}
-    for name, make in makers.items():
-        try:
-            figures[name] = make()
-        except Skipped as exc:
-            figures[name] = exc
-    return figures
+    return makers
+
+
+def drawn(make: Callable[[], Figure]) -> Figure | Skipped:
+    """The figure `make` draws, or the Skipped exception that says why the sweep has none."""
+    try:
+        return make()
+    except Skipped as exc:
+        return exc
+
+
+def make_figures(
+    runs: pd.DataFrame,
+    curves: pd.DataFrame,
+    target: float | None,
+    tuning: TuningStudy | Skipped | None = None,
+) -> dict[str, Figure | Skipped]:
+    """Every figure of the report by name (`figure_makers`), drawn, or the Skipped exception
+    that says why not."""
+    with analysis.shared_results():  # the tables the figures share, computed once
+        makers = figure_makers(runs, curves, target, tuning)
+        return {name: drawn(make) for name, make in makers.items()}
 
 
 def nets_of(runs: pd.DataFrame) -> list[str]:

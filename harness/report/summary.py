@@ -15,7 +15,8 @@ import pandas as pd
 from harness import analysis, tuning_curves
 from harness.markdown import markdown_table
 from harness.report.common import Skipped
-from harness.report.figures import figure_title, make_figures, time_to_target_summary
+from harness.report.drawing import drawing
+from harness.report.figures import figure_title, time_to_target_summary
 from harness.report.inputs import TuningStudy, checked_target, load_sweep, tuning_study
 from harness.report.tables import (
     configs_table,
@@ -35,7 +36,6 @@ from harness.style import (
     natural_key,
     net_order,
     optimizer_order,
-    save_figure,
     setting_order,
     target_text,
 )
@@ -269,11 +269,15 @@ def summary_markdown(
             )
         else:
             parts.append("No optimizer solved any problem.")
-    if figures is not None:
-        parts += ["", "## Figures", ""]
-        parts += [f"* [{figure_title(n)}]({path})" for n, path in figures.items()]
-        for name, why in (skipped or {}).items():
-            parts.append(f"* skipped: {figure_title(name)}: {why}")
+    text = "\n".join(parts) + "\n"
+    return text if figures is None else text + figures_markdown(figures, skipped or {})
+
+
+def figures_markdown(figures: dict[str, str], skipped: dict[str, str]) -> str:
+    """The summary's last section: each figure (by its file) and each skipped one, with why."""
+    parts = ["", "## Figures", ""]
+    parts += [f"* [{figure_title(n)}]({path})" for n, path in figures.items()]
+    parts += [f"* skipped: {figure_title(name)}: {why}" for name, why in skipped.items()]
     return "\n".join(parts) + "\n"
 
 
@@ -282,27 +286,34 @@ def write_report(
     out_dir: str | Path | None = None,
     target: float | None = None,
     formats: Sequence[str] = ("png", "svg"),
+    workers: int | None = None,
 ) -> Report:
     """Write every figure the sweep supports (as `formats`) and summary.md into `out_dir`
-    (default: <sweep>/report). `target`: of time to target (default: `default_target`)."""
-    sweep = Path(sweep)
+    (default: <sweep>/report). `target`: of time to target (default: `default_target`).
+    `workers`: processes that draw the figures (default: `drawing.workers_for` the sweep's
+    size; 0: this one); the files are the same either way."""
+    with analysis.shared_results():  # the tables the figures and the summary share, once
+        return _write_report(Path(sweep), out_dir, target, formats, workers)
+
+
+def _write_report(sweep: Path, out_dir, target, formats, workers) -> Report:
     runs, curves = load_sweep(sweep)
     target = checked_target(target, analysis.quality(runs))  # before anything is written
     out = Path(out_dir) if out_dir is not None else sweep / "report"
     out.mkdir(parents=True, exist_ok=True)
     report = Report(out)
-    figures = {}
     tuning = tuning_study(sweep, runs)
-    for name, figure in make_figures(runs, curves, target, tuning).items():
-        if isinstance(figure, Skipped):
-            report.skipped[name] = str(figure)
-            continue
-        for fmt in formats:
-            path = out / f"{name}.{fmt}"
-            save_figure(figure, path)
-            report.written.append(path)
-        figures[name] = f"{name}.{formats[0]}"
-    text = summary_markdown(sweep, runs, curves, target, figures, report.skipped, tuning)
+    with drawing(runs, curves, target, tuning, out, formats, workers) as drawn_figures:
+        text = summary_markdown(sweep, runs, curves, target, tuning=tuning)  # while they draw
+        files = drawn_figures()
+    figures = {}
+    for name, made in files.items():
+        if isinstance(made, str):
+            report.skipped[name] = made
+        else:
+            report.written += made
+            figures[name] = made[0].name
+    text += figures_markdown(figures, report.skipped)
     (out / "summary.md").write_text(text)
     report.written.append(out / "summary.md")
     return report

@@ -49,24 +49,27 @@ def final_metrics_table(
         setting=analysis.setting_labels(best, (analysis.LR_KEY, *swept)),
     )
     rows = {}
+    nets = net_order(best)
+    firsts = best.drop_duplicates("row").set_index("row")  # each row's net and swept values
     ordered = sorted(
         best["row"].unique(),
         key=lambda r: (
-            net_order(best).index(best.loc[best["row"] == r, "net"].iloc[0]),
-            tuple(best.loc[best["row"] == r, swept].iloc[0]) if swept else (),
+            nets.index(firsts.at[r, "net"]),
+            tuple(firsts.loc[r, swept]) if swept else (),
         ),
     )
+    higher = analysis.higher_is_better(best, chooser)
+    # the columns read, per row and setting (a zoo's table: 402 cells of 250-column rows)
+    read = [f"{metric}_mean", f"{metric}_ci", "lr", "n_diverged", "n_seeds", f"{chooser}_mean"]
     for net in ordered:
-        panel = best[best["row"] == net].set_index("setting")
+        of_row = best[best["row"] == net]
+        panel = of_row.set_index("setting")[list(dict.fromkeys(read))]
         ok = panel[panel["n_diverged"] == 0][f"{chooser}_mean"]
-        winner = (
-            (ok.idxmax() if analysis.higher_is_better(best, chooser) else ok.idxmin())
-            if len(ok)
-            else None
-        )
+        winner = (ok.idxmax() if higher else ok.idxmin()) if len(ok) else None
+        cells = panel.to_dict("index")
         row = {}
-        for setting in setting_order(best[best["row"] == net]):
-            r = panel.loc[setting]
+        for setting in setting_order(of_row):
+            r = cells[setting]
             value = _fmt(r[f"{metric}_mean"], r[f"{metric}_ci"], k, digits)
             text = f"{value} (lr {lr_text(r['lr'])})"
             if r["n_diverged"]:
@@ -82,8 +85,11 @@ def configs_table(summary: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
     """Every config: mean ± 95 % CI over seeds of the summary metrics; ★ marks the best
     learning rate of each net and setting (the configs of `best`)."""
     chosen = set(best["config_id"])
+    metrics = analysis.summary_metrics(summary)
+    read = ["config_id", "net", "setting", "lr", "batch_size", "n_seeds", "n_diverged"]
+    read += [f"{m}_{s}" for m in metrics for s in ("mean", "ci")]
     rows = []
-    for _, r in summary.iterrows():
+    for r in summary[read].to_dict("records"):
         row = {
             "": "★" if r["config_id"] in chosen else "",
             "net": r["net"],
@@ -93,7 +99,7 @@ def configs_table(summary: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
             "seeds": int(r["n_seeds"]),
             "diverged": int(r["n_diverged"]),
         }
-        for metric in analysis.summary_metrics(summary):
+        for metric in metrics:
             label = METRIC_LABELS[metric]
             row[label] = _fmt(
                 r[f"{metric}_mean"], r[f"{metric}_ci"], scale(metric), _metric_digits(metric)
@@ -107,13 +113,16 @@ def time_to_target_table(target_summary: pd.DataFrame) -> pd.DataFrame:
     rate (mean over seeds), or 'not reached'."""
     by_iter = analysis.fastest_configs(target_summary, "iterations_to_target")
     by_time = analysis.fastest_configs(target_summary, "seconds_to_target")
-    by_time = by_time.set_index(["net", "setting"])
+    read = ["lr", "n_reached", "n_seeds", "iterations_to_target_cost", "iterations_to_target_mean"]
+    by_time = by_time.set_index(["net", "setting"])[["lr", "seconds_to_target_mean"]]
+    times = by_time.to_dict("index")
     rows = {}
     for net in net_order(by_iter):
         rows[net] = {}
-        panel = by_iter[by_iter["net"] == net].set_index("setting")
-        for setting in setting_order(by_iter[by_iter["net"] == net]):
-            r, t = panel.loc[setting], by_time.loc[(net, setting)]
+        of_net = by_iter[by_iter["net"] == net]
+        panel = of_net.set_index("setting")[read].to_dict("index")
+        for setting in setting_order(of_net):
+            r, t = panel[setting], times[(net, setting)]
             if not np.isfinite(r["iterations_to_target_cost"]):
                 text = f"not reached ({r['n_reached']}/{r['n_seeds']} seeds at best)"
             else:
