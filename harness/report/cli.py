@@ -25,8 +25,9 @@ def _render_esgd_study(folder: Path, out: Path | None) -> None:
 
 def _render_sweep(folder: Path, out: Path | None, target: float | None, formats) -> None:
     """Any other folder is a sweep: every figure it supports and summary.md (into
-    <folder>/report unless --out says otherwise), each file written and figure skipped named."""
-    report = write_report(folder, out, target, formats)
+    <folder>/report unless --out says otherwise), each file written and figure skipped named;
+    its figures drawn in worker processes, one per core (`drawing.workers_for`)."""
+    report = write_report(folder, out, target, formats, workers=None)  # by the sweep's size
     for path in report.written:
         print(path)
     for name, why in report.skipped.items():

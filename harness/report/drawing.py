@@ -1,8 +1,8 @@
-"""Drawing a report's figures into files: in worker processes when the sweep is large enough
-that drawing outweighs starting them, else one after the other in this process.
+"""Drawing a report's figures into files: in worker processes, one per core, or one after the
+other in this process.
 
-A zoo's 12 figures take about 100 s to draw and save on one core, and each figure is drawn
-from the same tables alone; on two cores two workers draw them side by side while this process
+A zoo's 12 figures take about 75 s to draw and save on one core, and each figure is drawn from
+the same tables alone; on two cores two workers draw them side by side while this process
 writes the summary. The workers get the tables this process loaded (not the files again), so a
 figure is the same file whichever process drew it.
 """
@@ -25,21 +25,23 @@ from harness.report.figures import drawn, figure_makers
 from harness.report.inputs import TuningStudy
 from harness.style import save_figure
 
-# Below this many curve rows a sweep's figures are drawn here: a worker's start (its imports
-# and a copy of the tables, ~2 s) costs more than it saves (the course: 27 runs, 60,000 rows).
-PARALLEL_CURVE_ROWS = 200_000
+# At most this many workers: each holds a copy of the tables (a zoo's report: ~1 GB here and
+# ~0.45 GB a worker), so four keep it under 3 GB on any machine.
+MAX_WORKERS = 4
 
 # The figures that take longest, started first so that no worker is left with a long one at the
 # end (a zoo's convergence figures: ~10 s each on one core; most others 1-3 s).
 SLOW_FIRST = ("convergence_", "course_", "tuning_gain", "quality_against", "tuning_curves")
 
 
-def workers_for(curves: pd.DataFrame, figures: int) -> int:
-    """How many worker processes draw a sweep's figures: none for a small sweep, else one per
-    core this process may use (at most one per figure)."""
-    if len(curves) < PARALLEL_CURVE_ROWS or figures < 2:
-        return 0
-    return min(len(os.sched_getaffinity(0)), figures)
+def workers_for(figures: int) -> int:
+    """How many worker processes draw a report's figures: one per core this process may use, at
+    most one per figure and MAX_WORKERS; none on one core. Even a small sweep gains (measured on
+    2 cores, --formats png: a 12-run study's 6 figures 13.9 s here, 8.2 s with two workers; the
+    course's 50.0 s, 29.0 s; the zoo's 94.5 s, 49 s)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    workers = min(cores or 1, figures, MAX_WORKERS)
+    return workers if workers > 1 else 0
 
 
 def save(figure: Figure, out: Path, name: str, formats: Sequence[str]) -> list[Path]:
@@ -86,13 +88,17 @@ def drawing(
     other work. Yields the function that waits for them: by name, in the report's order, the
     files written or why the figure was skipped. Use inside `analysis.shared_results()`."""
     makers = figure_makers(runs, curves, target, tuning)
-    workers = workers_for(curves, len(makers)) if workers is None else workers
+    workers = workers_for(len(makers)) if workers is None else workers
     if workers < 2:
         yield lambda: {name: _drawn_and_saved(makers, name, out, formats) for name in makers}
         return
-    # forkserver, not fork: this process holds pyarrow's threads, which a fork would copy mid-way
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["harness.report.drawing"])
+    # forkserver, not fork: this process holds pyarrow's threads, which a fork would copy
+    # mid-way (spawn where there is no forkserver: Windows)
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["harness.report.drawing"])
+    else:
+        context = multiprocessing.get_context("spawn")
     slow_first = sorted(makers, key=_slowness)
     with ProcessPoolExecutor(
         workers,

@@ -286,12 +286,14 @@ def write_report(
     out_dir: str | Path | None = None,
     target: float | None = None,
     formats: Sequence[str] = ("png", "svg"),
-    workers: int | None = None,
+    workers: int | None = 0,
 ) -> Report:
     """Write every figure the sweep supports (as `formats`) and summary.md into `out_dir`
     (default: <sweep>/report). `target`: of time to target (default: `default_target`).
-    `workers`: processes that draw the figures (default: `drawing.workers_for` the sweep's
-    size; 0: this one); the files are the same either way."""
+    `workers`: processes that draw the figures (default 0: this one; None: as many as
+    `drawing.workers_for` the machine, what `harness-report` does); the files are the same
+    either way. Workers start a fresh Python that imports the calling script again: a script
+    that asks for them calls write_report under `if __name__ == "__main__":`."""
     with analysis.shared_results():  # the tables the figures and the summary share, once
         return _write_report(Path(sweep), out_dir, target, formats, workers)
 
