@@ -45,7 +45,7 @@ def workers_for(figures: int) -> int:
 
 
 def save(figure: Figure, out: Path, name: str, formats: Sequence[str]) -> list[Path]:
-    """`figure` as <out>/<name>.<format> for each format; the figure is closed after."""
+    """`figure` as <out>/<name>.<format> for each format, the paths in that order."""
     paths = []
     for fmt in formats:
         paths.append(out / f"{name}.{fmt}")
