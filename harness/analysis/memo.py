@@ -21,7 +21,7 @@ import pandas as pd
 
 F = TypeVar("F", bound=Callable)
 
-# (function, arguments) -> (the frames of the arguments, kept alive so their ids stay theirs;
+# (function, arguments) -> (the arguments, kept alive so that their frames' ids stay theirs;
 # the result). None: no shared_results() is open.
 _results: dict | None = None
 
@@ -48,18 +48,6 @@ def _key_part(value) -> Hashable:
     if isinstance(value, dict):
         return tuple(sorted((k, _key_part(v)) for k, v in value.items()))
     return value
-
-
-def _frames(value) -> list:
-    """The frames among `value`'s arguments (in lists and dicts too), kept with a result so
-    that no other frame takes their ids while it is remembered."""
-    if isinstance(value, (pd.DataFrame, pd.Series)):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [f for v in value for f in _frames(v)]
-    if isinstance(value, dict):
-        return [f for v in value.values() for f in _frames(v)]
-    return []
 
 
 def _own_copy(value):
@@ -89,7 +77,7 @@ def remembered(function: F) -> F:
         except TypeError:  # an argument that cannot be a key (a set, an array): computed
             return function(*args, **kwargs)
         if key not in _results:
-            _results[key] = (_frames((args, kwargs)), function(*args, **kwargs))
+            _results[key] = ((args, kwargs), function(*args, **kwargs))
         return _own_copy(_results[key][1])
 
     return wrapper  # type: ignore[return-value]
