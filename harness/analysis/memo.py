@@ -3,11 +3,11 @@
 other arguments, instead of computing it again.
 
 A zoo's report asks for the same tables many times over (the summary of every config 22 times,
-each net's best configs by figure and by table); its 12 figures and summary took 147 s, most of
-it in these repeats. Outside the context nothing is kept, so a notebook cell that changes a
-frame in place and asks again gets a new answer. Inside it, frames are taken as read-only: the
-report never changes one in place, and each caller gets its own shallow copy of a remembered
-frame (copy-on-write: changing that copy leaves the remembered one as it was).
+each net's best configs by figure and by table). Outside the context nothing is kept, so a
+notebook cell that changes a frame in place and asks again gets a new answer. Inside it, frames
+are taken as read-only: the report never changes one in place, and each caller gets its own
+shallow copy of a remembered frame (copy-on-write: changing that copy leaves the remembered one
+as it was).
 """
 
 from __future__ import annotations
