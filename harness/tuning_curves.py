@@ -82,28 +82,33 @@ def tuning_curves(
         "setting",
         *(c for c in analysis.LABEL_COLUMNS if c != analysis.SHORT_COLUMNS[analysis.LR_KEY]),
     ]
-    rows = []
-    for _, trials in ranked.groupby("group", sort=False):
-        trials = trials.sort_values("rank")
-        n = len(trials)
-        val, tst = trials[f"{by}_mean"].to_numpy(), trials[f"{test}_mean"].to_numpy()
-        first = trials.iloc[0]
+    # the groups in the order they first appear, each group's trials in rank order, as arrays
+    codes = pd.factorize(ranked["group"])[0]
+    ranked = ranked.iloc[np.lexsort((ranked["rank"].to_numpy(), codes))]
+    sizes = np.bincount(codes)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    val, tst = ranked[f"{by}_mean"].to_numpy(), ranked[f"{test}_mean"].to_numpy()
+    expected_val, expected_test, ks = [], [], []
+    for start, n in zip(starts, sizes, strict=True):
+        trials = slice(start, start + n)
         for k in range(1, n + 1):
             p = pick_probabilities(n, k)
             picked = p > 0  # a trial no k-subset picks adds nothing, scored or not
-            rows.append(
-                {
-                    **{c: first[c] for c in labels},
-                    "k": k,
-                    "n_trials": n,
-                    "expected_val": float(np.sum(p[picked] * val[picked])),
-                    "expected_test": float(np.sum(p[picked] * tst[picked])),
-                    "p_best": k / n,
-                    "val_metric": by,
-                    "test_metric": test,
-                }
-            )
-    return pd.DataFrame(rows)
+            expected_val.append(float(np.sum(p[picked] * val[trials][picked])))
+            expected_test.append(float(np.sum(p[picked] * tst[trials][picked])))
+            ks.append(k)
+    n_trials = np.repeat(sizes, sizes)
+    # each group's labels (those of its first trial), once per k; as Python objects, like a row
+    first = ranked.iloc[np.repeat(starts, sizes)][labels].astype(object).infer_objects()
+    return first.reset_index(drop=True).assign(
+        k=ks,
+        n_trials=n_trials,
+        expected_val=expected_val,
+        expected_test=expected_test,
+        p_best=np.array(ks) / n_trials,
+        val_metric=by,
+        test_metric=test,
+    )
 
 
 def budget_ends(curves: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
