@@ -17,8 +17,9 @@ from conftest import HARNESS_TRAIN, MNIST_DIR, REPO, compose_config, run_cli, ti
 from harness.data import load_mnist
 from harness.errors import ConfigError, DataError
 from harness.esgd import methods, operators
-from harness.esgd.app import build_study, execute, render, study_id
+from harness.esgd.app import build_study, execute, study_id
 from harness.esgd.pool import Plan
+from harness.esgd.rendering import render
 from harness.esgd.tables import read_tables
 from harness.esgd.trainer import Trainer
 from harness.models import MLP

@@ -20,11 +20,13 @@ from omegaconf import DictConfig, OmegaConf
 from harness.building import resolve_device
 from harness.datasets import load_data
 from harness.errors import ConfigError
-from harness.esgd import figures, tables
+from harness.esgd import tables
 from harness.esgd.data import checked_data
 from harness.esgd.methods import Study, run_seed
 from harness.esgd.pool import Pool
-from harness.esgd.settings import UNRECORDED, settings
+from harness.esgd.record import RECORD, UNRECORDED
+from harness.esgd.rendering import render
+from harness.esgd.settings import settings
 from harness.identity import config_hash
 from harness.problems import problem_of
 from harness.problems.classification import Classification
@@ -33,7 +35,6 @@ from harness.run import package_versions
 from harness.validate import DTYPES, validate_run
 
 log = logging.getLogger(__name__)
-RECORD = "esgd.json"  # the study's config, wall times and package versions
 
 
 def build_study(cfg: DictConfig) -> Study:
@@ -143,25 +144,3 @@ def execute(cfg: DictConfig, out_dir: Path) -> dict[str, pd.DataFrame]:
         _save(out_dir, rows, record)
     log.info("ESGD study written to %s (%.0f s in all)", out_dir, record["wall_time_s"])
     return render(out_dir)
-
-
-def is_study(folder: Path) -> bool:
-    return (Path(folder) / RECORD).is_file()
-
-
-def render(folder: Path, out_dir: Path | None = None) -> dict[str, pd.DataFrame]:
-    """From a study's rows and esgd.json: its tables, figures and summary.md (again), in
-    `out_dir` (default: the study's folder)."""
-    folder = Path(folder)
-    out_dir = Path(out_dir or folder)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    record = json.loads((folder / RECORD).read_text())
-    if out_dir.resolve() != folder.resolve():  # the copy is a study folder of its own
-        (out_dir / RECORD).write_text((folder / RECORD).read_text())
-    cfg = OmegaConf.create(record["config"])
-    individuals = pd.read_parquet(folder / f"{tables.INDIVIDUALS}.parquet")
-    written = tables.write_tables(individuals, cfg.esgd.top_k, cfg.esgd.elite, out_dir)
-    figures.write_figures(written, out_dir)
-    summary = figures.summary_markdown(written, cfg, record)
-    (out_dir / "summary.md").write_text(summary)
-    return written

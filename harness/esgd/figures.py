@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 
 from harness.analysis import t_interval
 from harness.esgd import tables as t
-from harness.esgd.settings import UNRECORDED
+from harness.esgd.record import changed_settings
 from harness.style import BAND_ALPHA, STYLE, optimizer_color, optimizer_order, save_figure
 
 METHOD_COLORS = {
@@ -197,8 +197,7 @@ def _held_out(cfg: DictConfig) -> int:
 
 def _variant(e: DictConfig) -> str:
     """The settings where a study differs from the committed ones (none: "")."""
-    changed = [f"{k}={e.get(k, v)}" for k, v in UNRECORDED.items() if e.get(k, v) != v]
-    return "".join(f", {c}" for c in changed)
+    return "".join(f", {c}" for c in changed_settings(e))
 
 
 def summary_markdown(tables: dict[str, pd.DataFrame], cfg: DictConfig, record: dict) -> str:

@@ -50,15 +50,6 @@ METHODS = ("single", "population", "esgd_no_evolution", "esgd")
 INITS = ("independent", "shared", "jitter")
 RECOMBINATIONS = ("mean", "aligned_mean")
 PLANS = ("redraw", "inherit")
-# Settings added after studies were committed, with the values those studies ran with
-UNRECORDED = {
-    "population_init": "independent",
-    "population_init_std": 0.0,
-    "offspring_sgd_steps": 0,
-    "recombination": "mean",
-    "plans": "redraw",
-    "anneal": 1.0,
-}
 
 
 def _positive(node: DictConfig, key: str, minimum: int = 1) -> int:

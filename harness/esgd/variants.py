@@ -13,15 +13,13 @@ import json
 from pathlib import Path
 
 from harness.esgd import figures, tables
-from harness.esgd.app import RECORD
-from harness.esgd.settings import UNRECORDED
+from harness.esgd.record import RECORD, changed_settings
 
 
 def label(folder: Path) -> str:
     """A study's folder name and the settings where it differs from the committed study."""
     esgd = json.loads((folder / RECORD).read_text())["config"]["esgd"]
-    changed = [f"{k}={esgd.get(k, v)}" for k, v in UNRECORDED.items() if esgd.get(k, v) != v]
-    return f"{folder.name} ({', '.join(changed) or 'as committed'})"
+    return f"{folder.name} ({', '.join(changed_settings(esgd)) or 'as committed'})"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,8 +1,8 @@
 """Figures and a Markdown summary of a sweep, and the `harness-report` command.
 
 One function draws each figure; the notebooks in notebooks/ call the same functions, so a figure
-looks the same in a notebook, in `harness-report`'s PNG/SVG files and in CI artifacts. Every
-figure draws a table of `harness.analysis` (the tests compare the plotted data with it).
+looks the same in a notebook, in `harness-report`'s PNG (or SVG, PDF) files and in CI artifacts.
+Every figure draws a table of `harness.analysis` (the tests compare the plotted data with it).
 
 One module per concern (the house style, colours and axis helpers, is `harness.style`; the
 Markdown writer `harness.markdown`):
@@ -14,7 +14,7 @@ Markdown writer `harness.markdown`):
   effective step), `time_to_target`, `profiles`, `tuning_curves`, `tuned_hyperparameters`
 - `figures`: every figure of the report by name; `tables`: the summary's tables as text
 - `summary`: the sweep renderer (figures + summary.md); `cli`: `harness-report`, which picks
-  between it and the ESGD study's renderer (`harness.esgd.app.render`)
+  between it and the ESGD study's renderer (`harness.esgd.rendering.render`)
 
 This package re-exports the names the notebooks and tests use (`report.convergence_figure`,
 ...). It does not import `cli`, which imports the ESGD renderer (and torch): `main` below

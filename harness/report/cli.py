@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.errors import HarnessError, exit_with_error
-from harness.esgd.app import is_study, render
+from harness.esgd.record import is_study
+from harness.esgd.rendering import render
 from harness.report.inputs import DEFAULT_TARGET
 from harness.report.summary import write_report
 
@@ -38,7 +39,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     """`harness-report SWEEP_DIR [--out DIR] [--target 0.97]`."""
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Figures (PNG, SVG) and a Markdown summary of a sweep folder, without Jupyter.",
+        description="Figures (PNG; SVG, PDF when asked) and a Markdown summary of a sweep folder.",
     )
     parser.add_argument(
         "sweep", type=Path, help="sweep folder (runs.parquet + curves.parquet, or run folders)"
@@ -55,7 +56,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"{DEFAULT_TARGET}), or another metric's value (an RMSE: no default)",
     )
     parser.add_argument(
-        "--formats", nargs="+", default=["png", "svg"], help="figure formats (default: png svg)"
+        "--formats",
+        nargs="+",
+        default=["png"],
+        help="figure formats (default: png, what summary.md shows; add svg or pdf for vector "
+        "figures: a zoo's report takes about twice as long with svg)",
     )
     args = parser.parse_args(argv)
 
