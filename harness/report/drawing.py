@@ -10,6 +10,7 @@ figure is the same file whichever process drew it.
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.forkserver
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -34,14 +35,33 @@ MAX_WORKERS = 4
 SLOW_FIRST = ("convergence_", "course_", "tuning_gain", "quality_against", "tuning_curves")
 
 
-def workers_for(figures: int) -> int:
+def workers_for() -> int:
     """How many worker processes draw a report's figures: one per core this process may use, at
-    most one per figure and MAX_WORKERS; none on one core. Even a small sweep gains (measured on
-    2 cores, --formats png: a 12-run study's 6 figures 13.9 s here, 8.2 s with two workers; the
-    course's 50.0 s, 29.0 s; the zoo's 94.5 s, 49 s)."""
+    most MAX_WORKERS (a report has 14 figures or more, some skipped); none on one core. Even a
+    small sweep gains (measured on 2 cores, --formats png: a 12-run study's 6 figures 13.9 s
+    here, 8.2 s with two workers; the course's 50.0 s, 29.0 s; the zoo's 94.5 s, 49 s)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    workers = min(cores or 1, figures, MAX_WORKERS)
+    workers = min(cores or 1, MAX_WORKERS)
     return workers if workers > 1 else 0
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """How workers start: forked from a server process that has imported this module, not
+    forked from this process, which holds pyarrow's threads (a fork would copy them mid-way);
+    spawned where there is no forkserver (Windows)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["harness.report.drawing"])
+    return context
+
+
+def start_server() -> None:
+    """Start the process the workers will be forked from now, so that its imports (matplotlib,
+    pandas, the report's modules: ~3 s) overlap what this process does before it draws (the
+    tables' loading) instead of delaying the first figure."""
+    if _context().get_start_method() == "forkserver":
+        multiprocessing.forkserver.ensure_running()
 
 
 def save(figure: Figure, out: Path, name: str, formats: Sequence[str]) -> list[Path]:
@@ -81,28 +101,21 @@ def drawing(
     tuning: TuningStudy | Skipped | None,
     out: Path,
     formats: Sequence[str],
-    workers: int | None = None,
+    workers: int,
 ) -> Iterator[Callable[[], dict[str, list[Path] | str]]]:
     """Draw every figure of the report into `out` in each of `formats`, in `workers` processes
-    (0: this one, when asked; default `workers_for`) started on entering, while the block does
-    other work. Yields the function that waits for them: by name, in the report's order, the
-    files written or why the figure was skipped. Use inside `analysis.shared_results()`."""
+    (0 or 1: in this one; `workers_for` says how many a machine has, and `start_server` first
+    saves their start) started on entering, while the block does other work. Yields the
+    function that waits for them: by name, in the report's order, the files written or why the
+    figure was skipped. Use inside `analysis.shared_results()`."""
     makers = figure_makers(runs, curves, target, tuning)
-    workers = workers_for(len(makers)) if workers is None else workers
     if workers < 2:
         yield lambda: {name: _drawn_and_saved(makers, name, out, formats) for name in makers}
         return
-    # forkserver, not fork: this process holds pyarrow's threads, which a fork would copy
-    # mid-way (spawn where there is no forkserver: Windows)
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["harness.report.drawing"])
-    else:
-        context = multiprocessing.get_context("spawn")
     slow_first = sorted(makers, key=_slowness)
     with ProcessPoolExecutor(
         workers,
-        mp_context=context,
+        mp_context=_context(),
         initializer=_start_worker,
         initargs=(runs, curves, target, tuning),
     ) as pool:

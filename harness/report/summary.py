@@ -14,8 +14,8 @@ import pandas as pd
 
 from harness import analysis, tuning_curves
 from harness.markdown import markdown_table
+from harness.report import drawing
 from harness.report.common import Skipped
-from harness.report.drawing import drawing
 from harness.report.figures import figure_title, time_to_target_summary
 from harness.report.inputs import TuningStudy, checked_target, load_sweep, tuning_study
 from harness.report.tables import (
@@ -285,7 +285,7 @@ def write_report(
     sweep: str | Path,
     out_dir: str | Path | None = None,
     target: float | None = None,
-    formats: Sequence[str] = ("png", "svg"),
+    formats: Sequence[str] = ("png",),
     workers: int | None = 0,
 ) -> Report:
     """Write every figure the sweep supports (as `formats`) and summary.md into `out_dir`
@@ -299,13 +299,16 @@ def write_report(
 
 
 def _write_report(sweep: Path, out_dir, target, formats, workers) -> Report:
+    workers = drawing.workers_for() if workers is None else workers
+    if workers > 1:
+        drawing.start_server()  # its imports overlap the loading below
     runs, curves = load_sweep(sweep)
     target = checked_target(target, analysis.quality(runs))  # before anything is written
     out = Path(out_dir) if out_dir is not None else sweep / "report"
     out.mkdir(parents=True, exist_ok=True)
     report = Report(out)
     tuning = tuning_study(sweep, runs)
-    with drawing(runs, curves, target, tuning, out, formats, workers) as drawn_figures:
+    with drawing.drawing(runs, curves, target, tuning, out, formats, workers) as drawn_figures:
         text = summary_markdown(sweep, runs, curves, target, tuning=tuning)  # while they draw
         files = drawn_figures()
     figures = {}
