@@ -4,7 +4,7 @@
 
 (defaults: results/course, results/course_tune, results/course_test_selected)
 
-Prints three Markdown tables (the README's):
+Prints three Markdown tables (those of results/course/README.md):
 
 1. Per net and optimizer, final test accuracy (mean ± 95 % CI over seeds) of the fair study
    (`experiment=course`: the rate its tuning study chose on validation, fresh seeds) beside the

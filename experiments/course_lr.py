@@ -7,8 +7,8 @@ rates from experiment=course_tune by itself: harness.selection.)
 Rule (`harness.analysis.best_configs`): for each net and optimizer, the grid rate with the
 highest final validation accuracy (mean over the grid's seeds) among the rates at which no run
 diverged; ties go to the lower final training loss, then to the smaller rate. The committed
-lr_grid study was run before runs held out validation data: for it the rule falls back to the
-test accuracy, and the table says so. A rate at the
+lr_grid study holds out no validation data: for it the rule falls back to the test accuracy,
+and the table says so. A rate at the
 edge of the grid is flagged: the best rate may lie beyond it. Prints the table and the
 `lookup.course_lr` block of conf/experiment/course.yaml.
 """

@@ -3,14 +3,14 @@
     python experiments/yellowfin_variants.py [CURRENT [OLD]] [--figure PNG]
 
 (defaults: results/course, YellowFin at its defaults, variant "current"; and
-results/course_yellowfin_2017/course, the same runs made before with what is now variant "2017")
+results/course_yellowfin_2017/course, the same runs with variant "2017")
 
 Prints one Markdown table per net: final and best test accuracy (mean ± 95 % CI over seeds),
 final training loss, and the learning rate α and momentum μ YellowFin applied (the `lr` and
 `momentum` curves): mean over seeds at the end, at its largest, and where the largest was.
 With `--figure`, also draws α and μ per net, both variants (mean over seeds), into PNG (the
-README's: results/course_yellowfin_2017/alpha_mu_old_vs_new.png). The README's YellowFin section
-quotes both.
+write-up's: results/course_yellowfin_2017/alpha_mu_old_vs_new.png). YellowFin's write-up,
+results/course_yellowfin_2017/README.md, quotes both.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ For every name of `harness.catalogue` and each of net1, net2, net3: the run's ch
 training (60 steps on 2,000 images, single-run engine, float32). Each name runs in a process of
 its own under a memory limit (an optimizer that allocates without bound is told, not fatal).
 Writes results/zoo/catalogue.csv (one row per name and net: outcome, reason) and
-results/zoo/catalogue.md (counts and the refusals, for the README); the zoo study's presets
+results/zoo/catalogue.md (counts and the refusals, for the zoo's write-up); the zoo study's presets
 list the names that train on all three nets.
 """
 

@@ -2,7 +2,7 @@
 
     python experiments/zoo_devices.py
 
-A lent GPU (an H200, 15 minutes of device time a session) trained slices of the study with its
+A lent GPU (an H200, 15 minutes of device time each loan) trained slices of the study with its
 own commands, for as long as a call allowed; their tables are in `results/zoo/h200/`:
 
 * `phase1_singles_runs.parquet`: phase 1 (`harness-train -m experiment=zoo_tune`) planned there

@@ -2,10 +2,10 @@
 
     python experiments/zoo_ranges.py [results/zoo_tune] [results/zoo_wide_tune]
 
-Phase 1 of the constant-rate zoo drew ten rates from one range for every optimizer, 1e-4..3
-(`results/zoo_wide_tune`); it now draws them from each optimizer's own range, two decades each
-way of its default rate, and searches again beyond a pick at the edge (`results/zoo_tune`,
-conf/experiment/zoo_tune.yaml; the draws the two share are the same runs). Per net and
+Phase 1 of the constant-rate zoo in `results/zoo_wide_tune` drew ten rates from one range for
+every optimizer, 1e-4..3; `results/zoo_tune` draws them from each optimizer's own range, two
+decades each way of its default rate, and searches again beyond a pick at the edge
+(conf/experiment/zoo_tune.yaml; the draws the two share are the same runs). Per net and
 optimizer this compares the pick of each (the best trial on validation: `selection.choose`):
 whether it moved (another trial), where, and what it gained on validation at 2,000 iterations;
 optimizers whose config changed in between (their defaults, issue 39) are compared too, and

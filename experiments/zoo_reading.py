@@ -1,4 +1,4 @@
-"""The zoo's reading in numbers: what the README says of the study, drawn from its tables.
+"""The zoo's reading in numbers: what its write-up says of the study, drawn from its tables.
 
     python experiments/zoo_reading.py [results/zoo]
 

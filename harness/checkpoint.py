@@ -1,5 +1,5 @@
-"""Checkpoints of a training in flight: what a killed sweep (a session's end, a SLURM time limit,
-a lost machine) keeps of the stacks it was training.
+"""Checkpoints of a training in flight: what a killed sweep (Ctrl-C, a lost machine, a SLURM time
+limit) keeps of the stacks it was training.
 
 A task of a sweep (a stack, or a run trained alone) saves its training's whole state every
 `every_s` seconds of wall time, at a log point, into the sweep's ``.checkpoints`` folder:

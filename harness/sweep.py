@@ -406,10 +406,10 @@ class Progress:
     reports its tasks as they finish, a job of any other launcher where its sweep is when it
     starts (`log_progress`). With `costs` (every run's estimated seconds) the time left is
     extrapolated from the share of the cost done, not of the runs: a zoo's first net3 stacks
-    cost ten times its net1 runs (counting runs said 37 h left after the first of them). Where
+    cost ten times its net1 runs (counting runs overstates the time left after the first). Where
     the tasks' own durations are given too (`done(..., seconds=)`), from the pace of the tasks
     done, spread over `workers`: the time elapsed also holds the stacks still in flight, which
-    count for nothing until they end (a zoo session's first 1 h 25 min said ~17 h left). Tasks
+    count for nothing until they end (a pace from the time elapsed overstates the time left). Tasks
     reported by `start` count, while in flight, for the part their time so far covers at that
     pace (a zoo's progress line otherwise counted each worker's stack in flight as wholly to do,
     up to one 30-minute stack per worker too much), and the time left is never less than what
