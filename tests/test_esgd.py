@@ -11,12 +11,13 @@ import sys
 import pandas as pd
 import pytest
 import torch
+from layout_checks import defects
 from omegaconf import OmegaConf
 
 from conftest import HARNESS_TRAIN, MNIST_DIR, REPO, compose_config, run_cli, tiny_cfg
 from harness.data import load_mnist
 from harness.errors import ConfigError, DataError
-from harness.esgd import methods, operators
+from harness.esgd import figures, methods, operators
 from harness.esgd.app import build_study, execute, study_id
 from harness.esgd.pool import Plan
 from harness.esgd.rendering import render
@@ -541,6 +542,14 @@ def test_a_seeded_run_is_reproducible_table_for_table(study, tmp_path):
         pd.testing.assert_frame_equal(read_tables(folder)[name], first[name])
     other = execute(tiny_cfg("esgd.generations=2", "esgd.methods=[esgd]", "seed=5"), tmp_path)
     assert not other["individuals"]["fitness"].equals(first["individuals"]["fitness"])
+
+
+def test_no_text_covers_another_in_the_studys_figures(study):
+    """The ESGD study's own renderer (harness.esgd.figures), on the tiny study."""
+    _, tables = study
+    made = figures.make_figures(tables)
+    assert set(made) == {"fitness", "optimizers"}
+    assert defects(made) == {}
 
 
 def test_the_study_writes_its_tables_figures_and_summary(study):

@@ -1,9 +1,9 @@
-"""Layout that never overlaps (issue 20, item 1): in every figure the report makes, no two text
-boxes (titles, axis labels, tick labels, legends) intersect, by matplotlib's own renderer
-extents; on the smoke sweep, on the committed course study (ten optimizers, three nets) and on
-a zoo-sized sweep made from the smoke sweep (120 optimizers); and any two lines of a panel
-differ in colour or in style."""
+"""Layout that never overlaps: in every figure the report makes, no two text boxes (titles, axis
+labels, tick labels, legends) intersect, by matplotlib's own renderer extents (layout_checks);
+on the smoke sweep and on sweeps made from it: the course's nine optimizers, a zoo of 120, names
+as long as a study's; and any two lines of a panel differ in colour or in style."""
 
+import functools
 import itertools
 import json
 import re
@@ -14,6 +14,7 @@ import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
+from layout_checks import defects, outside, overlaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Text
@@ -21,93 +22,42 @@ from smoke_sweep import TARGET
 
 from harness import analysis, style
 from harness.identity import identity_hash
-from harness.report import TuningStudy, default_target, load_sweep, make_figures, tuning_study
+from harness.report import TuningStudy, load_sweep, make_figures
 from harness.report.summary import against_the_course_markdown, net_table_markdown
 from harness.report.tables import final_metrics_table
 from harness.results import with_config_columns
-
-REPO = Path(__file__).resolve().parent.parent
-COURSE = REPO / "results" / "course"
-
-
-# Tick labels side by side read as one number unless apart (pixels at 100 dpi, each side: a
-# gap of 2 points between two x tick labels, 1.4 between two y tick labels).
-TICK_GAP = {"x": (1.4, 0.0), "y": (0.0, 1.0)}
-
-
-def text_boxes(fig: Figure) -> list[tuple[str, object]]:
-    """(what, extent in display pixels) of every visible, non-empty text and legend, as saved
-    (`style.save_figure`: under the house style, which the tick locators read when they run)."""
-    with matplotlib.rc_context(style.STYLE):
-        return _text_boxes(fig)
-
-
-def _text_boxes(fig: Figure) -> list[tuple[str, object]]:
-    FigureCanvasAgg(fig)
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    boxes = []
-
-    def add(what, text, pad=(0.0, 0.0)):
-        if text.get_visible() and text.get_text().strip():
-            # an annotation's own extent spans its leader line: its text is what must not cover
-            box = Text.get_window_extent(text, renderer).padded(*pad)
-            boxes.append((f"{what} {text.get_text()!r}", box))
-
-    if fig._suptitle is not None:
-        add("suptitle", fig._suptitle)
-    for legend in fig.legends:
-        boxes.append(("figure legend", legend.get_window_extent(renderer)))
-    for i, ax in enumerate(fig.get_axes()):
-        for title in (ax.title, ax._left_title, ax._right_title):
-            add(f"panel {i} title", title)
-        add(f"panel {i} x label", ax.xaxis.label)
-        add(f"panel {i} y label", ax.yaxis.label)
-        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
-            for tick in axis._update_ticks():  # the ticks drawn: inside the view limits
-                for label in (tick.label1, tick.label2):
-                    add(f"panel {i} {name} tick", label, TICK_GAP[name])
-        if ax.get_legend() is not None:
-            boxes.append((f"panel {i} legend", ax.get_legend().get_window_extent(renderer)))
-        for text in ax.texts:  # labels of points and bars
-            add(f"panel {i} text", text)
-    return boxes
-
-
-def overlaps(fig: Figure) -> list[str]:
-    return [
-        f"{a} over {b}"
-        for (a, box_a), (b, box_b) in itertools.combinations(text_boxes(fig), 2)
-        if box_a.overlaps(box_b)
-        and min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0) > 0.5
-        and min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0) > 0.5
-    ]
-
-
-def outside(fig: Figure) -> list[str]:
-    """The texts wider than the figure or past its sides: a saved figure (its bounding box
-    tight) would widen around them, leaving its panels a strip in the middle."""
-    width = fig.bbox.width
-    return [what for what, box in text_boxes(fig) if box.x0 < -0.5 or box.x1 > width + 0.5]
-
-
-def defects(
-    figures: dict[str, Figure], checks: tuple[Callable[[Figure], list[str]], ...] = (overlaps,)
-) -> dict[str, list[str]]:
-    """What `checks` find in each figure, for the figures where they find anything."""
-    found = {name: [d for check in checks for d in check(fig)] for name, fig in figures.items()}
-    return {name: d for name, d in found.items() if d}
 
 
 def zoo_sized(runs: pd.DataFrame, curves: pd.DataFrame, copies: int, suffix: str = ""):
     """The smoke sweep's tables as if each optimizer came in `copies` variants
     (`<name><suffix>_<i>`, made-up optimizers: colours of the zoo), each with its own identity
     and slightly shifted curves: a sweep as many settings wide as the optimizer zoo."""
+    return copied(runs, curves, copies, lambda optimizer, i: f"{optimizer}{suffix}_{i}")
+
+
+# The smoke sweep's three optimizers, three copies each, named as the course's nine.
+COURSE_NAMES = {
+    "sgd": ("sgd", "adagrad", "adadelta"),
+    "momentum": ("momentum", "nesterov", "rmsprop"),
+    "adam": ("adam", "adamax", "nadam"),
+}
+
+
+def course_sized(runs: pd.DataFrame, curves: pd.DataFrame):
+    """The smoke sweep's tables as a course study: the course's nine optimizers on its nets."""
+    assert sorted(style.COURSE_OPTIMIZERS) == sorted(sum(COURSE_NAMES.values(), ()))
+    return copied(runs, curves, 3, lambda optimizer, i: COURSE_NAMES[optimizer][i])
+
+
+def copied(runs: pd.DataFrame, curves: pd.DataFrame, copies: int, name: Callable[[str, int], str]):
+    """`copies` copies of a sweep's tables, copy i of each optimizer named `name(optimizer, i)`,
+    with its own identity and curves shifted a little."""
     run_frames, curve_frames = [], []
     for i in range(copies):
         shift = 1 + 0.002 * i
+        names = {o: name(o, i) for o in runs["optimizer"].unique()}
         new_runs = runs.assign(
-            optimizer=runs["optimizer"] + f"{suffix}_{i}",
+            optimizer=runs["optimizer"].map(names),
             run_dir=runs["run_dir"] + f"/zoo{i}",
             final_val_accuracy=runs["final_val_accuracy"] / shift,
         )
@@ -119,7 +69,7 @@ def zoo_sized(runs: pd.DataFrame, curves: pd.DataFrame, copies: int, suffix: str
         new_runs["config_id"] = [identity_hash(d) for d in identities]
         ids = dict(zip(runs["run_dir"], new_runs["config_id"], strict=True))
         new_curves = curves.assign(  # its text columns are categories (load_curves): as text
-            optimizer=curves["optimizer"].astype(str) + f"{suffix}_{i}",
+            optimizer=curves["optimizer"].astype(str).map(names),
             config_id=curves["run_dir"].astype(str).map(ids),
             run_dir=curves["run_dir"].astype(str) + f"/zoo{i}",
             value=np.where(
@@ -137,44 +87,41 @@ def zoo_sized(runs: pd.DataFrame, curves: pd.DataFrame, copies: int, suffix: str
 
 
 def figures_of(
-    folder: Path, target: float | None, copies: int = 0, suffix: str = ""
+    folder: Path, resized: Callable | None = None, runs: pd.DataFrame | None = None
 ) -> dict[str, Figure]:
-    runs, curves = load_sweep(folder)  # as the report reads them
-    if copies:
-        runs, curves = zoo_sized(runs, curves, copies, suffix)
-    if target is None:
-        target = default_target(analysis.quality(runs))
-    trials = TuningStudy(folder, [analysis.LR_KEY], runs)  # its rates as trials
-    made = make_figures(runs, curves, target, trials)
+    """The figures of the report of the sweep in `folder` (as the report reads its tables; its
+    rates as the trials of its tuning curves), or of `resized(runs, curves)`, or of `runs`."""
+    tables = load_sweep(folder)
+    if resized is not None:
+        tables = resized(*tables)
+    if runs is not None:
+        tables = runs, tables[1][tables[1]["run_dir"].isin(runs["run_dir"])]
+    trials = TuningStudy(folder, [analysis.LR_KEY], tables[0])
+    made = make_figures(*tables, TARGET, trials)
     return {name: fig for name, fig in made.items() if isinstance(fig, Figure)}
 
 
 @pytest.mark.slow
 def test_no_text_covers_another_in_the_smoke_sweeps_figures(smoke_sweep):
-    figures = figures_of(smoke_sweep, TARGET)
+    figures = figures_of(smoke_sweep)
     assert "convergence_train_loss" in figures
     assert defects(figures) == {}
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not COURSE.exists(), reason="no committed course study")
-def test_no_text_covers_another_in_the_course_studys_figures():
-    figures = figures_of(COURSE, None)
-    assert "convergence_test_accuracy" in figures
+def test_no_text_covers_another_in_a_course_sized_sweeps_figures(smoke_sweep):
+    """The course's nine optimizers, named as the course names them, on the smoke sweep's nets:
+    nine legend entries go beside the panels, not below them."""
+    figures = figures_of(smoke_sweep, course_sized)
+    assert {"convergence_test_accuracy", "course_net1", "course_net2"} <= set(figures)
     assert defects(figures) == {}
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not COURSE.exists(), reason="no committed course study")
-def test_a_single_nets_figures_keep_their_titles_within_their_width():
+def test_a_single_nets_figures_keep_their_titles_within_their_width(smoke_sweep):
     """One net: one panel a figure, narrower than any title; the titles wrap to it."""
-    runs, curves = load_sweep(COURSE)
-    # its runs predate the calibration alone: their own step times stand in for it
-    runs = runs[runs["model"] == "net3"].assign(step_time_alone_s=lambda r: r["step_time_s"])
-    curves = curves[curves["run_dir"].isin(runs["run_dir"])]
-    study = tuning_study(COURSE, runs)  # course_tune's trials, followed back
-    made = make_figures(runs, curves, default_target(analysis.quality(runs)), study)
-    figures = {name: fig for name, fig in made.items() if isinstance(fig, Figure)}
+    runs, _ = course_sized(*load_sweep(smoke_sweep))
+    figures = figures_of(smoke_sweep, course_sized, runs[runs["model"] == "net2"])
     assert {"quality_against_step_time", "performance_profile", "tuning_curves"} <= set(figures)
     assert defects(figures, (outside, overlaps)) == {}
 
@@ -265,7 +212,7 @@ def test_a_short_log_axis_gets_labels_at_3_too_and_a_shorter_one_evenly_spaced()
 @pytest.mark.slow
 def test_no_text_covers_another_in_a_zoo_sized_sweeps_figures(smoke_sweep):
     """120 optimizers (3 of the smoke sweep x 40 made-up variants), each at its best rate."""
-    figures = figures_of(smoke_sweep, TARGET, copies=40)
+    figures = figures_of(smoke_sweep, functools.partial(zoo_sized, copies=40))
     legend = [t.get_text() for t in figures["convergence_train_loss"].axes[1].get_legend().texts]
     # in colour: the best by the selection rule; the others counted in one grey entry
     assert len(legend) <= style.FOCUS_TOP + 2
@@ -279,7 +226,8 @@ def test_long_setting_names_widen_the_figures_not_squeeze_their_panels(smoke_swe
     """Settings named like a batch-size study's (`momentum: study.budget=epochs, ...`): the
     names beside bars and in legends take their width; no panel collapses (pyproject turns
     matplotlib's warning into an error), no text leaves the figure or covers another."""
-    figures = figures_of(smoke_sweep, TARGET, copies=2, suffix="_with_a_name_as_long_as_a_study_s")
+    long_names = functools.partial(zoo_sized, copies=2, suffix="_with_a_name_as_long_as_a_study_s")
+    figures = figures_of(smoke_sweep, long_names)
     assert defects(figures, (outside, overlaps)) == {}
 
 
@@ -296,25 +244,6 @@ def test_any_two_lines_of_a_zoo_sized_figure_differ_in_colour_or_style():
     ]
     assert alike == []
     assert styles["adam"]["color"] == style.OPTIMIZER_COLORS["adam"]  # its colour everywhere
-
-
-ESGD = REPO / "results" / "esgd" / "net2"
-
-
-@pytest.mark.skipif(not ESGD.exists(), reason="no committed ESGD study")
-def test_no_text_covers_another_in_the_esgd_studys_figures(tmp_path):
-    """The ESGD study's own renderer (harness.esgd.figures), on the committed net2 study."""
-    from omegaconf import OmegaConf
-
-    from harness.esgd import figures, tables
-
-    record = json.loads((ESGD / "esgd.json").read_text())
-    esgd = OmegaConf.create(record["config"]).esgd
-    individuals = pd.read_parquet(ESGD / f"{tables.INDIVIDUALS}.parquet")
-    written = tables.write_tables(individuals, esgd.top_k, esgd.elite, tmp_path)
-    made = figures.make_figures(written)
-    assert set(made) == {"fitness", "optimizers"}
-    assert defects(made) == {}
 
 
 @pytest.mark.slow
