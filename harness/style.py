@@ -403,9 +403,13 @@ def legend_column_width(characters: int, points: float = 8) -> float:
     return 0.45 + text_width(characters, points)
 
 
-def figure_legend(fig: Figure, handles, labels, ncols: int | None = None) -> None:
+def figure_legend(
+    fig: Figure, handles, labels, ncols: int | None = None, title_lines: int = 1
+) -> None:
     """One legend for the whole figure, outside its panels (never over data or text): below
-    them for up to LEGEND_BELOW_MAX entries, else beside them in columns."""
+    them for up to LEGEND_BELOW_MAX entries, else beside them in columns, the figure at least
+    as tall as they are with its title of `title_lines` lines above (a taller legend would
+    climb into the title)."""
     if not handles:
         return
     longest = max(len(str(label)) for label in labels)
@@ -424,7 +428,8 @@ def figure_legend(fig: Figure, handles, labels, ncols: int | None = None) -> Non
     columns = -(-len(handles) // LEGEND_ROWS)
     width = legend_column_width(longest)
     fig.set_figwidth(fig.get_figwidth() + width * columns)
-    fig.set_figheight(max(fig.get_figheight(), 0.2 * min(len(handles), LEGEND_ROWS) + 1.5))
+    title = TITLE_LINE_INCHES * (title_lines - 1)  # the room below counts one line
+    fig.set_figheight(max(fig.get_figheight(), 0.2 * min(len(handles), LEGEND_ROWS) + 1.5 + title))
     fig.legend(
         handles, labels, loc="outside right center", ncols=columns, frameon=False, fontsize=8
     )

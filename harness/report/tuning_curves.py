@@ -95,16 +95,16 @@ def tuning_curve_figure(curves: pd.DataFrame, trials: str | None = None) -> Figu
         labels.append(label)
     handles += [Line2D([], [], color="black", ls="-"), Line2D([], [], color="black", ls="--")]
     labels += [f"{chooser} (chooses)", "test (reports)"]
-    figure_legend(fig, handles, labels)
-    wrapped_suptitle(
-        fig,
+    title = (
         f"Tuning curves: the trial picked among k of {n} by final {chooser} "
         f"{'accuracy' if percent else what},\nexpected over random orders of the trials; "
         f"solid: its {chooser} error, dashed: its test error\n"
         f"({f'{trials}; ' if trials else ''}a setting with one trial has nothing to tune: a flat "
         "line)"
-        + ("\n" + focus_note("net after the whole budget") if len(shown) < len(styles) else ""),
+        + ("\n" + focus_note("net after the whole budget") if len(shown) < len(styles) else "")
     )
+    figure_legend(fig, handles, labels, title_lines=title.count("\n") + 1)
+    wrapped_suptitle(fig, title)
     return fig
 
 
