@@ -33,6 +33,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -162,6 +163,11 @@ def results_tree(tmp: Path) -> Path:
         for file in TABLE_FILES:
             if (source / file).exists():
                 shutil.copy2(source / file, target / file)
+        for file in [*target.glob("*.yaml"), *target.glob("*.json")]:  # studies by their copies
+            text = file.read_text()
+            for other, committed in STUDIES.items():
+                text = re.sub(rf"\bresults/{committed}\b", f"results/{other}", text)
+            file.write_text(text)
         if (source / "parts").is_dir():
             shutil.copytree(source / "parts", target / "parts")
     return tmp / "results"
