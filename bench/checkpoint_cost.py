@@ -22,9 +22,9 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from harness.checkpoint import Checkpoint
-from harness.job import Job
-from harness.stacked import execute_group
+from harness.stacking.stacked import execute_group
+from harness.training.checkpoint import Checkpoint
+from harness.training.job import Job
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_ROOT = os.environ.get("HARNESS_DATA_ROOT", str(REPO.parent / "shared" / "data" / "mnist"))

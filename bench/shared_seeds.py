@@ -26,9 +26,9 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from harness import run as run_module
-from harness.job import Job
-from harness.stacked import train_stack
+from harness.stacking.stacked import train_stack
+from harness.training import run as run_module
+from harness.training.job import Job
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_ROOT = os.environ.get("HARNESS_DATA_ROOT", str(REPO.parent / "shared" / "data" / "mnist"))

@@ -8,11 +8,11 @@
 
 Side by side in one invocation, on the same data and iterations:
   (a) the plain loop: nn.Sequential, torch.optim, DataLoader(TensorDataset, shuffle=True);
-  (b) the single-run engine (harness.engine.train), one run after another;
+  (b) the single-run engine (harness.training.engine.train), one run after another;
   (c) the stacked engine: all configs of a net as one stack in one process (torch's default
-      threads), by the hand-written MLP stack (harness.stacked_model, what MLPs use) and by the
-      torch.func stack any other model uses (harness.stacked_module), interleaved --repeats
-      times (medians); and split into one single-threaded worker process per core
+      threads), by the hand-written MLP stack (harness.stacking.stacked_model, what MLPs use) and by
+      the torch.func stack any other model uses (harness.stacking.stacked_module), interleaved
+      --repeats times (medians); and split into one single-threaded worker process per core
       (execute_jobs). --stacked-only times the two stacked paths alone.
 With --before REV, only the engines — (b), and (c) in one process by both stacked paths — are
 timed, each in a process of its own, alternating between the harness of revision REV (a
@@ -44,14 +44,14 @@ from hydra.utils import get_class
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from harness import run as run_module
 from harness.data import load_mnist
-from harness.job import Job
-from harness.launcher import execute_jobs
 from harness.models import MLP_TARGET
-from harness.stacked import train_stack
-from harness.stacked_model import StackedMLP
-from harness.stacked_module import StackedModule
+from harness.stacking.stacked import train_stack
+from harness.stacking.stacked_model import StackedMLP
+from harness.stacking.stacked_module import StackedModule
+from harness.sweeps.launcher import execute_jobs
+from harness.training import run as run_module
+from harness.training.job import Job
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_ROOT = os.environ.get("HARNESS_DATA_ROOT", str(REPO.parent / "shared" / "data" / "mnist"))
@@ -153,7 +153,7 @@ def plain_loop(cfg, x: torch.Tensor, y: torch.Tensor, iterations: int) -> float:
 
 
 def single_engine(cfg) -> float:
-    """(b): harness.engine.train; returns the optimisation time."""
+    """(b): harness.training.engine.train; returns the optimisation time."""
     return run_module.train_single(run_module.prepare(Job.of(cfg, "unused"))).train_time_s
 
 

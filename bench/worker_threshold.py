@@ -7,8 +7,8 @@ For sweeps of 8 stackable runs (net1, net3) of growing length, side by side in o
 `execute_jobs` in this process (one stack, one thread) and in one single-threaded worker process
 per core (one sub-stack each, data shared), each timed whole: starting the workers, handing
 them the data, training, writing results. It prints the estimated work of each sweep
-(harness.launcher.estimated_work) with both times; harness.launcher.WORKER_THRESHOLD is set
-where the workers start to win. Data root: --data-root or $HARNESS_DATA_ROOT.
+(harness.sweeps.launcher.estimated_work) with both times; harness.sweeps.launcher.WORKER_THRESHOLD
+is set where the workers start to win. Data root: --data-root or $HARNESS_DATA_ROOT.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from harness import launcher
-from harness.job import Job
+from harness.sweeps import launcher
+from harness.training.job import Job
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_ROOT = os.environ.get("HARNESS_DATA_ROOT", str(REPO.parent / "shared" / "data" / "mnist"))

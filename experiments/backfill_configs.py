@@ -24,7 +24,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf, open_dict
 
-from harness.identity import NOT_COMPUTED_KEYS, config_hash, identity_config, identity_hash
+from harness.config.identity import NOT_COMPUTED_KEYS, config_hash, identity_config, identity_hash
 from harness.results import RUNS_TABLE, write_table
 
 REPO = Path(__file__).resolve().parent.parent

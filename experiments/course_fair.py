@@ -24,8 +24,8 @@ import pandas as pd
 
 from harness import analysis
 from harness.results import load_runs
-from harness.selection import choose
 from harness.style import COURSE_OPTIMIZERS
+from harness.tuning.selection import choose
 
 # the course's nine and YellowFin, which the course study added
 ORDER = [*COURSE_OPTIMIZERS, "yellowfin"]

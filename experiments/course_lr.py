@@ -1,6 +1,6 @@
 """Choose learning rates from a grid study, per net and optimizer: how the table of
 experiment=course_test_selected was made from the lr_grid study. (The fair course takes its
-rates from experiment=course_tune by itself: harness.selection.)
+rates from experiment=course_tune by itself: harness.tuning.selection.)
 
     python experiments/course_lr.py [results/lr_grid]
 

@@ -2,7 +2,7 @@
 
     python experiments/zoo_catalogue.py [--data-root ../shared/data/mnist] [--names lion adan]
 
-For every name of `harness.catalogue` and each of net1, net2, net3: the run's checks
+For every name of `harness.optimizers.catalogue` and each of net1, net2, net3: the run's checks
 (`run.check`: the config, then the optimizer's first step and evaluation), then a short
 training (60 steps on 2,000 images, single-run engine, float32). Each name runs in a process of
 its own under a memory limit (an optimizer that allocates without bound is told, not fatal).
@@ -48,8 +48,8 @@ def probe(name: str, data_root: str) -> list[dict[str, str]]:
     from hydra import compose, initialize_config_dir
 
     from harness.errors import HarnessError
-    from harness.job import Job
-    from harness.run import check, execute_job
+    from harness.training.job import Job
+    from harness.training.run import check, execute_job
 
     logging.disable(logging.INFO)
     warnings.filterwarnings("ignore")
@@ -143,7 +143,7 @@ def main() -> None:
     parser.add_argument("--data-root", default=str(ROOT.parent / "shared" / "data" / "mnist"))
     parser.add_argument("--names", nargs="*", help="these names only (default: all)")
     args = parser.parse_args()
-    from harness.catalogue import catalogue
+    from harness.optimizers.catalogue import catalogue
 
     names = args.names or list(catalogue())
     rows = []

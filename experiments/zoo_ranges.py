@@ -22,7 +22,7 @@ import pandas as pd
 
 from harness.markdown import markdown_table
 from harness.results import load_runs
-from harness.selection import choose
+from harness.tuning.selection import choose
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "optimizer.lr"

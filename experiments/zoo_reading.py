@@ -27,10 +27,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness import analysis, report, style, tuning_curves
+from harness import analysis, report, style
 from harness.analysis.reference import BETTER, DIVERGED, REFERENCE, TIED, WORSE
 from harness.errors import ConfigError, HarnessError, exit_with_error
 from harness.markdown import markdown_table
+from harness.tuning import tuning_curves
 
 ROOT = Path(__file__).resolve().parents[1]
 LISTED = 10  # settings listed per net in each section

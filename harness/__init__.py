@@ -1,5 +1,5 @@
 """optimizer-harness: compare optimizers on MNIST networks with Hydra-configured runs."""
 
-from harness import resolvers  # noqa: F401  (registers the configs' resolvers)
+from harness.config import resolvers  # noqa: F401  (registers the configs' resolvers)
 
 __version__ = "0.1.0"

@@ -22,7 +22,7 @@ from harness import storage
 from harness.errors import ConfigError, HarnessError, exit_with_error, harness_error_in
 from harness.results import RUN_FILE, RunRecord, collect
 from harness.storage import compact
-from harness.sweep import discard_invocation, log_progress, resumed
+from harness.sweeps.sweep import discard_invocation, log_progress, resumed
 
 log = logging.getLogger("harness")
 # The repository's conf/ folder (the package is installed in editable mode from the repository).
@@ -60,8 +60,8 @@ def _train_app(cfg: DictConfig) -> RunRecord | None:
     """One run: a single run, or a job of a sweep run by a launcher other than the stacked one
     (which trains its jobs itself)."""
     # torch imported here, not at the top: --help and config errors stay fast
-    from harness.launcher import requested_engine
-    from harness.run import execute
+    from harness.sweeps.launcher import requested_engine
+    from harness.training.run import execute
 
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
@@ -168,7 +168,7 @@ def collect_main(argv: list[str] | None = None) -> None:
 def optimizers_main() -> None:
     """`harness-optimizers`: every name `optimizer=<name>` takes, with its class: the curated
     files of conf/optimizer/, then the catalogue (torch.optim, schedulefree, pytorch-optimizer)."""
-    from harness.catalogue import catalogue
+    from harness.optimizers.catalogue import catalogue
 
     parser = argparse.ArgumentParser(prog="harness-optimizers", description=optimizers_main.__doc__)
     parser.parse_args()

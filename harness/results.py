@@ -25,8 +25,8 @@ import pyarrow.parquet as pq
 from pandas.api.types import union_categoricals
 
 from harness import storage
+from harness.config.identity import ID_COLUMNS, identity_config, identity_hash, run_identity
 from harness.errors import DataError
-from harness.identity import ID_COLUMNS, identity_config, identity_hash, run_identity
 from harness.storage import CURVES_TABLE, METRIC_COLUMNS, RUNS_TABLE, write_table
 
 __all__ = ["CURVES_TABLE", "METRIC_COLUMNS", "RUNS_TABLE", "write_table"]  # re-exported
@@ -35,12 +35,12 @@ log = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
 METRICS_FILE = "metrics.parquet"
-# A sweep folder's record of its invocations (harness.sweep writes it): what each planned.
+# A sweep folder's record of its invocations (harness.sweeps.sweep writes it): what each planned.
 SWEEP_FILE = "sweep.json"
 # What a sweep's planning measured (its checks, step times and stacking probes), kept for its
-# resumes (harness.planning writes it).
+# resumes (harness.sweeps.planning writes it).
 PLANNING_FILE = "planning.json"
-# The checkpoints of a sweep's tasks in flight (harness.checkpoint writes them).
+# The checkpoints of a sweep's tasks in flight (harness.training.checkpoint writes them).
 CHECKPOINTS_FOLDER = ".checkpoints"
 # Metrics logged every few steps, not at evaluations: 95 % of a study's curve rows, which no
 # figure of the report reads but the rates and momentum that optimizers tune themselves.

@@ -32,7 +32,8 @@
 # %matplotlib inline
 from IPython.display import Markdown
 
-from harness import analysis, report, selection, tuning_curves
+from harness import analysis, report
+from harness.tuning import selection, tuning_curves
 
 sweep = report.sweep_from_env("course_tune")
 study = report.tuning_study_or_rates(sweep, report.load_sweep(sweep)[0])

@@ -260,10 +260,10 @@ class NappingSGD(torch.optim.SGD):
 class GreedySGD(torch.optim.SGD):
     """SGD whose first step takes 1.5 times the memory the machine has free, as Kron does on
     net2: the kernel lets such an allocation through and kills the process once it is written,
-    unless the first-step check bounds it (harness.memory)."""
+    unless the first-step check bounds it (harness.training.memory)."""
 
     def step(self, closure=None):  # noqa: ANN001, ANN201 - torch's signature
-        from harness.memory import available_bytes
+        from harness.training.memory import available_bytes
 
         self.greedy = torch.empty(int(1.5 * available_bytes()), dtype=torch.uint8).zero_()
         return super().step(closure)

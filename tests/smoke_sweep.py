@@ -2,8 +2,8 @@
 
 2 nets x 3 optimizers x 2 seeds, 60 steps on a 2,000-image subset: at batch 128 every learning
 rate of LEARNING_RATES (sgd's 50 diverges at once), at batch 64 one learning rate per optimizer
-(BATCH_64_LR): 40 runs, ~8 s on 2 idle cores. Every run is made with `harness.run.execute` into
-a subfolder, then the folder is consolidated with `harness.results.collect`, as a committed
+(BATCH_64_LR): 40 runs, ~8 s on 2 idle cores. Every run is made with `harness.training.run.execute`
+into a subfolder, then the folder is consolidated with `harness.results.collect`, as a committed
 study is.
 """
 
@@ -28,7 +28,7 @@ TARGET = 0.8
 
 def make_smoke_sweep(sweep_dir: Path, mnist_dir: Path) -> Path:
     """Run the smoke sweep into `sweep_dir` and consolidate it (runs.parquet, curves.parquet)."""
-    from harness.run import execute  # torch: only when a sweep is made
+    from harness.training.run import execute  # torch: only when a sweep is made
 
     grid = [
         (net, optimizer, lr, batch_size, seed)

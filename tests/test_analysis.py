@@ -12,7 +12,7 @@ from scipy import stats
 from smoke_sweep import BATCH_64_LR, LEARNING_RATES, TARGET
 
 from harness import analysis, report, style
-from harness.identity import identity_hash
+from harness.config.identity import identity_hash
 from harness.results import load_curves, load_runs, own_step_time, with_config_columns
 
 # Config keys of the tables made by hand below, by the short column they come from.

@@ -8,8 +8,8 @@ import pytest
 from conftest import compose_config, hydra_context, run_cli, train_in_process
 from harness.data import MNIST_FILES
 from harness.errors import ConfigError
-from harness.job import Job
-from harness.run import check
+from harness.training.job import Job
+from harness.training.run import check
 
 SMALL = [
     "data.train_size=500",

@@ -11,9 +11,14 @@ from hydra.utils import get_class
 from omegaconf import OmegaConf
 
 from conftest import CONF_DIR, REPO, SMALL_RUN, compose_config
-from harness.building import build, optimizer_and_schedule, optimizer_factory
-from harness.catalogue import HARNESS_KEYS, NOT_HYPERPARAMETERS, RUN_LENGTH_ARGUMENTS, catalogue
 from harness.errors import ConfigError
+from harness.optimizers.catalogue import (
+    HARNESS_KEYS,
+    NOT_HYPERPARAMETERS,
+    RUN_LENGTH_ARGUMENTS,
+    catalogue,
+)
+from harness.training.building import build, optimizer_and_schedule, optimizer_factory
 
 CURATED = sorted(p.stem for p in (CONF_DIR / "optimizer").glob("*.yaml"))
 # Names the catalogue must hold: the optimizers a user asks about (issue 18), by package.
@@ -46,7 +51,7 @@ def test_a_curated_name_is_its_file(name):
 def test_composing_a_curated_optimizer_does_not_import_the_catalogue():
     code = (
         "import sys; from conftest import compose_config; compose_config(['optimizer=adam']); "
-        "print('harness.catalogue' in sys.modules, 'pytorch_optimizer' in sys.modules)"
+        "print('harness.optimizers.catalogue' in sys.modules, 'pytorch_optimizer' in sys.modules)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO / "tests"
@@ -104,8 +109,9 @@ def test_ranger21_plans_its_warm_down_by_the_runs_length_unless_told(iterations)
 def test_an_epochs_budget_gives_the_probes_the_runs_length(mnist_dir):
     """The stacking and checkpoint probes build Ranger21 with the run's steps also when the run
     is budgeted in epochs (of its training set: 2,000 examples here, in batches of 128)."""
-    from harness import checkpoint, datasets, stacked
-    from harness.job import Job
+    from harness.stacking import stacked
+    from harness.training import checkpoint, datasets
+    from harness.training.job import Job
 
     overrides = ["optimizer=ranger21", "train.iterations=null", "train.epochs=2"]
     cfg = compose_config([f"data.root={mnist_dir}", *SMALL_RUN, *overrides])

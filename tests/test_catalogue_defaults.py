@@ -6,7 +6,7 @@ and random draws: the optimizer the harness builds from the composed config, and
 called as `cls(params)` (plus what the catalogue adds on purpose: the run's length where the
 constructor has no default for it, and the parameter split of the Muon family), hold the same
 settings in their parameter groups and take the same twelve steps (closures and second-order
-backward as the harness takes them, harness.stepping) to 1e-10, or both fail with the same
+backward as the harness takes them, harness.training.stepping) to 1e-10, or both fail with the same
 error. A curated file (conf/optimizer/) sets the course's values, not the library's defaults:
 there the class is called with exactly the file's values.
 """
@@ -21,9 +21,14 @@ import torch
 from omegaconf import OmegaConf
 
 from conftest import CONF_DIR, compose_config
-from harness.building import optimizer_factory, split_parameters
-from harness.catalogue import HARNESS_KEYS, RUN_LENGTH_ARGUMENTS, catalogue, parameter_split
-from harness.stepping import failure_reason, in_train_mode, needs_of, take_step
+from harness.optimizers.catalogue import (
+    HARNESS_KEYS,
+    RUN_LENGTH_ARGUMENTS,
+    catalogue,
+    parameter_split,
+)
+from harness.training.building import optimizer_factory, split_parameters
+from harness.training.stepping import failure_reason, in_train_mode, needs_of, take_step
 
 NAMES = list(catalogue())
 CURATED = {p.stem for p in (CONF_DIR / "optimizer").glob("*.yaml")}

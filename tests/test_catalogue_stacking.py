@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 
 from conftest import compose_config, hydra_context, max_difference, small
-from harness.catalogue import catalogue
 from harness.errors import ConfigError
-from harness.job import Job
-from harness.run import check, execute_job
-from harness.stacked import execute_group, refusal, stack_key
+from harness.optimizers.catalogue import catalogue
+from harness.stacking.stacked import execute_group, refusal, stack_key
+from harness.training.job import Job
+from harness.training.run import check, execute_job
 
 NAMES = list(catalogue())
 # Each name's outcome here, pinned: a change of any one fails. Refused by run.check (in float64:

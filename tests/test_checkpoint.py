@@ -1,5 +1,5 @@
-"""Checkpoints (harness.checkpoint): a sweep stopped in the middle of its stacks goes on from
-where they were, and ends with exactly the results it would have had if never stopped."""
+"""Checkpoints (harness.training.checkpoint): a sweep stopped in the middle of its stacks goes on
+from where they were, and ends with exactly the results it would have had if never stopped."""
 
 import contextlib
 import json
@@ -15,13 +15,13 @@ import pytorch_optimizer
 import torch
 
 from conftest import MNIST_DIR, FailingSGD, compose_config, hydra_context, run_cli, small
-from harness.checkpoint import Checkpoint, restore_refusal, saved_tasks, task_checkpoint
-from harness.job import Job
-from harness.launcher import plan
 from harness.results import CHECKPOINTS_FOLDER as FOLDER
 from harness.results import load_curves
-from harness.run import execute_job
-from harness.stacked import execute_group
+from harness.stacking.stacked import execute_group
+from harness.sweeps.launcher import plan
+from harness.training.checkpoint import Checkpoint, restore_refusal, saved_tasks, task_checkpoint
+from harness.training.job import Job
+from harness.training.run import execute_job
 
 MLP = ["model=mlp", "model.hidden=[6]"]
 

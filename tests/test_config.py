@@ -7,11 +7,11 @@ import torch
 from hydra.utils import instantiate
 
 from conftest import CONF_DIR, compose_config, hydra_context
-from harness.building import build, build_optimizer
+from harness.config.validate import validate_run
 from harness.errors import ConfigError
-from harness.job import Job
 from harness.models import lenet_multiply_adds
-from harness.validate import validate_run
+from harness.training.building import build, build_optimizer
+from harness.training.job import Job
 
 
 def options(group: str) -> list[str]:

@@ -21,7 +21,7 @@ from matplotlib.text import Text
 from smoke_sweep import TARGET
 
 from harness import analysis, style
-from harness.identity import identity_hash
+from harness.config.identity import identity_hash
 from harness.report import TuningStudy, load_sweep, make_figures
 from harness.report.summary import against_the_course_markdown, net_table_markdown
 from harness.report.tables import final_metrics_table

@@ -159,13 +159,13 @@ def test_runs_of_several_sweeps_keep_every_key_that_differs(activations_by_decay
 
 @pytest.mark.slow
 def test_run_folders_leave_out_exactly_the_keys_that_do_not_compute(tmp_path):
-    """Hydra's exclude_keys is derived from harness.identity: overrides of execution keys, the
-    tuning protocol and the preset's name are not in a run's folder name, every other one is,
+    """Hydra's exclude_keys is derived from harness.config.identity: overrides of execution keys,
+    the tuning protocol and the preset's name are not in a run's folder name, every other one is,
     and `computes` agrees with the hash on each of them."""
     from omegaconf import OmegaConf
 
     from conftest import compose_config
-    from harness.identity import computes, config_hash
+    from harness.config.identity import computes, config_hash
 
     executing = ["device=cpu", "threads=1", "train.progress=false", "train.engine=single"]
     protocol = ["+tune.budget=3"]
@@ -218,7 +218,7 @@ def test_the_metric_direction_is_read_from_the_runs_table(tmp_path):
 def test_a_run_whose_optimizer_sets_its_own_rate_has_nan_in_the_lr_column():
     """A2Grad and ALIG take `lr: null` (they work out their step size): consolidating a sweep
     of them failed on float(None)."""
-    from harness.identity import run_identity
+    from harness.config.identity import run_identity
 
     record = {
         "config": {

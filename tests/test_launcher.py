@@ -13,15 +13,16 @@ from hydra.types import RunMode
 from omegaconf import OmegaConf
 
 from conftest import CONF_DIR, compose_config, hydra_context, max_difference, run_cli, small
-from harness import datasets, launcher
 from harness.data import load_mnist
 from harness.errors import HarnessError
-from harness.job import Job
-from harness.launcher import WORKER_THRESHOLD, estimated_work, execute_jobs
 from harness.models import MLP
-from harness.run import execute
-from harness.stacked import execute_group, refusal
-from harness.sweep import sweep_jobs
+from harness.stacking.stacked import execute_group, refusal
+from harness.sweeps import launcher
+from harness.sweeps.launcher import WORKER_THRESHOLD, estimated_work, execute_jobs
+from harness.sweeps.sweep import sweep_jobs
+from harness.training import datasets
+from harness.training.job import Job
+from harness.training.run import execute
 from hydra_plugins.harness_launcher.compose import SweepComposer
 
 

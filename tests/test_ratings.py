@@ -121,7 +121,7 @@ RATINGS_RUN = [
 
 
 def ratings_run(tmp_path, name, *overrides):
-    from harness.run import execute
+    from harness.training.run import execute
 
     with hydra_context():
         cfg = compose_config([*RATINGS_RUN, *overrides])

@@ -623,7 +623,7 @@ def test_an_accuracy_target_outside_0_1_is_one_line(smoke_sweep, tmp_path, capsy
 
 
 def test_tuned_hyperparameters_figure_draws_what_yellowfin_chose(tmp_path, mnist_dir):
-    from harness.run import execute
+    from harness.training.run import execute
 
     with hydra_context():
         for seed in (0, 1):
@@ -678,7 +678,7 @@ def test_time_to_target_by_batch_is_the_fastest_learning_rate_per_batch_size(tab
 @pytest.fixture(scope="module")
 def momentum_sweep(tmp_path_factory, mnist_dir):
     """Classical and Nesterov momentum at two momentum values and two learning rates, 2 seeds."""
-    from harness.run import execute
+    from harness.training.run import execute
 
     folder = tmp_path_factory.mktemp("momentum")
     with hydra_context():

@@ -12,10 +12,11 @@ import pytest
 from smoke_sweep import TARGET
 
 from conftest import REPO
-from harness import analysis, report, selection, style, tuning_curves
-from harness.identity import identity_hash
+from harness import analysis, report, style
+from harness.config.identity import identity_hash
 from harness.report.summary import quality_at_time_markdown
 from harness.results import config_keys, load_curves, load_runs, with_config_columns
+from harness.tuning import selection, tuning_curves
 
 sys.path.insert(0, str(REPO / "experiments"))
 import course_lr  # noqa: E402
@@ -88,7 +89,7 @@ def picks(runs: pd.DataFrame, curves: pd.DataFrame) -> dict[str, object]:
             .sort_values(["net", "setting"])
             .to_dict("records")
         ),
-        "tuning selection (harness.selection)": sorted(
+        "tuning selection (harness.tuning.selection)": sorted(
             selection.choose(runs, ["optimizer.lr"], [])["config_id"]
         ),
         "quality against step time (its Pareto front)": _front(runs),

@@ -15,16 +15,17 @@ import torch
 from omegaconf import OmegaConf
 
 from conftest import CONF_DIR, compose_config, hydra_context, small
-from harness import gpu_workers, stacked_graph
+from harness.config.identity import config_hash
+from harness.config.validate import validate_train
 from harness.errors import ConfigError
-from harness.identity import config_hash
-from harness.job import Job
-from harness.launcher import default_workers, execute_jobs
-from harness.run import prepare, train_single
-from harness.stacked import Stack, train_stack
-from harness.stacked_module import StackedModule
-from harness.stacked_rules import OPTIMIZER_STEP, SHARED_STEP, STACKED_RULE, TORCH_FUSED
-from harness.validate import validate_train
+from harness.stacking import stacked_graph
+from harness.stacking.stacked import Stack, train_stack
+from harness.stacking.stacked_module import StackedModule
+from harness.stacking.stacked_rules import OPTIMIZER_STEP, SHARED_STEP, STACKED_RULE, TORCH_FUSED
+from harness.sweeps import gpu_workers
+from harness.sweeps.launcher import default_workers, execute_jobs
+from harness.training.job import Job
+from harness.training.run import prepare, train_single
 
 OPTIMIZERS = sorted(p.stem for p in (CONF_DIR / "optimizer").glob("*.yaml"))
 needs_cuda = pytest.mark.skipif(
@@ -263,8 +264,8 @@ def test_the_launcher_does_not_initialise_cuda_before_its_workers(mnist_dir, tmp
         import concurrent.futures, sys, torch
         sys.path.insert(0, {str(CONF_DIR.parent / "tests")!r})
         from conftest import compose_config, hydra_context, small
-        from harness.job import Job
-        from harness.launcher import execute_jobs
+        from harness.training.job import Job
+        from harness.sweeps.launcher import execute_jobs
 
         original = concurrent.futures.ProcessPoolExecutor.__init__
 

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from conftest import SMALL_RUN, compose_config
-from harness.job import Job
-from harness.run import execute, prepare, train_single
-from harness.stacked import refusal
-from harness.stepping import Needs, evaluation_mode, needs_of, take_step
+from harness.stacking.stacked import refusal
+from harness.training.job import Job
+from harness.training.run import execute, prepare, train_single
+from harness.training.stepping import Needs, evaluation_mode, needs_of, take_step
 
 
 def config(mnist_dir, *overrides):

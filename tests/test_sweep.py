@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 
 from conftest import MNIST_DIR, compose_config, hydra_context, run_cli
-from harness import sweep as sweep_module
 from harness.errors import ConfigError
 from harness.results import load_curves, load_runs
-from harness.sweep import (
+from harness.sweeps import sweep as sweep_module
+from harness.sweeps.sweep import (
     SWEEP_FILE,
     Progress,
     already_finished,
@@ -398,7 +398,7 @@ def test_progress_extrapolates_from_the_cost_done_where_the_costs_are_known(capl
     """A sweep's first task is its costliest (a zoo's net3 stacks): counting runs, one run of
     ten done in 100 s leaves 900 s; weighted by cost (that run is half the work) it leaves 100 s."""
     costs = [9.0] + [1.0] * 9
-    with caplog.at_level("INFO", logger="harness.sweep"):
+    with caplog.at_level("INFO", logger="harness.sweeps.sweep"):
         Progress(10, started=time.time() - 100).done(1)
         Progress(10, started=time.time() - 100, costs=costs).done(1, 9.0)
     counted, weighted = (re.search(r"~(\S+) left", m).group(1) for m in caplog.messages)
@@ -409,7 +409,7 @@ def test_progress_takes_the_pace_of_the_tasks_done_not_the_time_elapsed(caplog):
     """Two workers, an hour in: one task of 2 estimated seconds done in 200 s of its own, the
     other worker busy all the while with a long stack that credits nothing yet. The elapsed
     hour would say 4 h left; the pace of the task done, 8 x 100 s over two workers: 400 s."""
-    with caplog.at_level("INFO", logger="harness.sweep"):
+    with caplog.at_level("INFO", logger="harness.sweeps.sweep"):
         Progress(10, started=time.time() - 3600, costs=[1.0] * 10, workers=2).done(2, 2.0, 200.0)
         Progress(10, started=time.time() - 3600, costs=[1.0] * 10, workers=2).done(2, 2.0)
     paced, elapsed = (re.search(r"~(\S+) left", m).group(1) for m in caplog.messages)
@@ -421,7 +421,7 @@ def test_progress_credits_the_tasks_in_flight_with_the_part_their_time_covers(ca
     worker's task of 3 begun 200 s ago. Counted as wholly to do, 8 estimated seconds are left
     (400 s over two workers); its 200 s cover 2 of its 3: 6 are left, 300 s. A task in flight
     longer than its estimate covers it whole, never more."""
-    with caplog.at_level("INFO", logger="harness.sweep"):
+    with caplog.at_level("INFO", logger="harness.sweeps.sweep"):
         for begun in (None, 200.0, 10_000.0):
             progress = Progress(10, started=time.time() - 3600, costs=[1.0] * 10, workers=2)
             if begun is not None:
@@ -436,7 +436,7 @@ def test_progress_credits_the_tasks_in_flight_with_the_part_their_time_covers(ca
 def test_the_time_left_is_at_least_what_is_left_of_the_longest_task_in_flight(caplog):
     """The end of a sweep: its last stack (cost 4, just begun) on one of two workers, nothing
     else to do. Spread over the workers the work says 200 s; that stack alone takes 400 s."""
-    with caplog.at_level("INFO", logger="harness.sweep"):
+    with caplog.at_level("INFO", logger="harness.sweeps.sweep"):
         progress = Progress(10, started=time.time() - 3600, costs=[2.0, 4.0], workers=2)
         progress.start("last stack", 4.0)
         progress.start("short stack", 2.0)

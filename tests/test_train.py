@@ -7,12 +7,13 @@ import pandas as pd
 import pytest
 
 from conftest import SMALL_RUN, CountingSGD, SlowSGD, compose_config, run_cli, train_in_process
-from harness import checkpoint, stacked
-from harness import run as run_module
-from harness.identity import config_hash
-from harness.job import Job
+from harness.config.identity import config_hash
 from harness.results import PLANNING_FILE, load_curves, load_runs
-from harness.run import MIN_TIMED_STEPS, TIMED_STEPS, WARMUP_STEPS, check, execute
+from harness.stacking import stacked
+from harness.training import checkpoint
+from harness.training import run as run_module
+from harness.training.job import Job
+from harness.training.run import MIN_TIMED_STEPS, TIMED_STEPS, WARMUP_STEPS, check, execute
 
 CHOICES = {"model": "net2", "optimizer": "adam", "schedule": "constant", "data": "mnist"}
 

@@ -1,6 +1,6 @@
-"""Tuning studies: search spaces and their trials (harness.search), the tuning sweeper and
+"""Tuning studies: search spaces and their trials (harness.tuning.search), the tuning sweeper and
 Hydra's Optuna sweeper through the default stacked launcher, and the evaluation phase that
-takes the chosen settings from the tuning study by itself (harness.selection)."""
+takes the chosen settings from the tuning study by itself (harness.tuning.selection)."""
 
 import json
 import math
@@ -17,7 +17,8 @@ from conftest import REPO, compose_config, hydra_context, run_cli, train_in_proc
 from harness import report, storage
 from harness.errors import ConfigError
 from harness.results import RUN_FILE, RUNS_TABLE
-from harness.search import (
+from harness.sweeps.sweep import SWEEP_FILE, sweep_jobs
+from harness.tuning.search import (
     PROTOCOL_FILE,
     Dimension,
     beyond_edge,
@@ -31,7 +32,6 @@ from harness.search import (
     tuning_jobs,
     with_command_line_spaces,
 )
-from harness.sweep import SWEEP_FILE, sweep_jobs
 
 LOG_LR = "tag(log, interval(1.0e-4, 3.0))"
 PROTOCOL = {

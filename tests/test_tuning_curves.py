@@ -1,5 +1,5 @@
-"""Tuning curves (harness.tuning_curves): the expected quality of the trial picked among k random
-trials equals the average over every k-subset, exactly; the test set never picks."""
+"""Tuning curves (harness.tuning.tuning_curves): the expected quality of the trial picked among k
+random trials equals the average over every k-subset, exactly; the test set never picks."""
 
 import itertools
 import json
@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness import analysis, report, tuning_curves
-from harness.identity import identity_hash
+from harness import analysis, report
+from harness.config.identity import identity_hash
 from harness.results import load_curves, load_runs, with_config_columns
+from harness.tuning import tuning_curves
 
 
 def trials_table(val, test, loss, diverged=()) -> pd.DataFrame:

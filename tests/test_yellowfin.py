@@ -12,10 +12,10 @@ import torch
 from hydra.utils import instantiate
 
 from conftest import SMALL_RUN, compose_config, run_cli
-from harness.engine import logged_hyperparameters
+from harness.config.validate import validate_optimizer
 from harness.optimizers.yellowfin import YellowFin, cubic_root, single_step
-from harness.run import execute
-from harness.validate import validate_optimizer
+from harness.training.engine import logged_hyperparameters
+from harness.training.run import execute
 
 
 def robust_bound(h_min: float, h_max: float) -> float:

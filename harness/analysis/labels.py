@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from harness import identity
 from harness.analysis.memo import remembered
-from harness.identity import CHOICE_COLUMNS, ID_COLUMNS
+from harness.config import identity
+from harness.config.identity import CHOICE_COLUMNS, ID_COLUMNS
 from harness.results import config_keys
 
 # Short columns that name a config (kept beside the dotted config-key columns).
@@ -23,7 +23,7 @@ LABEL_COLUMNS = [c for c in ID_COLUMNS if c != "seed"]
 NAME_COLUMNS = ("model", "optimizer")
 
 
-# The config keys of the short columns (harness.identity), by their short column.
+# The config keys of the short columns (harness.config.identity), by their short column.
 LR_KEY, MOMENTUM_KEY, BATCH_KEY, HIDDEN_KEY = (
     identity.SHORT_COLUMNS[c] for c in ("lr", "momentum", "batch_size", "hidden")
 )

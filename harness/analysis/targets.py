@@ -26,7 +26,7 @@ from harness.analysis.summaries import (
     ended_early,
     summarize,
 )
-from harness.identity import ID_COLUMNS
+from harness.config.identity import ID_COLUMNS
 from harness.results import config_keys, steps_taken
 
 TARGET_MEASURES = ("iterations_to_target", "epochs_to_target", "seconds_to_target")

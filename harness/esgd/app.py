@@ -17,8 +17,8 @@ import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from harness.building import resolve_device
-from harness.datasets import load_data
+from harness.config.identity import config_hash
+from harness.config.validate import DTYPES, validate_run
 from harness.errors import ConfigError
 from harness.esgd import tables
 from harness.esgd.data import checked_data
@@ -27,12 +27,12 @@ from harness.esgd.pool import Pool
 from harness.esgd.record import RECORD, UNRECORDED
 from harness.esgd.rendering import render
 from harness.esgd.settings import settings
-from harness.identity import config_hash
 from harness.problems import problem_of
 from harness.problems.classification import Classification
 from harness.results import atomic_write_bytes, write_table
-from harness.run import package_versions
-from harness.validate import DTYPES, validate_run
+from harness.training.building import resolve_device
+from harness.training.datasets import load_data
+from harness.training.run import package_versions
 
 log = logging.getLogger(__name__)
 

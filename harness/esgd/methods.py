@@ -41,14 +41,14 @@ import numpy as np
 import torch
 
 from harness.data import TensorData
-from harness.engine import batch_indices
 from harness.esgd.operators import align, choose_parents, rank, recombine, select
 from harness.esgd.pool import Plan, Pool
 from harness.esgd.settings import Settings
 from harness.esgd.trainer import UNUSED, Trainer
 from harness.models import MLP
 from harness.problems.classification import Classification
-from harness.stacked_model import StackedMLP
+from harness.stacking.stacked_model import StackedMLP
+from harness.training.engine import batch_indices
 
 log = logging.getLogger(__name__)
 STREAMS = ("init", "order", "plans", "evolution")

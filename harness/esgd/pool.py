@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import torch
 from omegaconf import DictConfig
 
-from harness.building import optimizer_and_schedule
 from harness.errors import ConfigError
+from harness.training.building import optimizer_and_schedule
 
 
 def _readable(value: float) -> float:

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from omegaconf import DictConfig, OmegaConf
 
+from harness.config.validate import require_choice, require_int, require_number
 from harness.errors import ConfigError
 from harness.models import MLP_TARGET
-from harness.validate import require_choice, require_int, require_number
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ import torch
 from harness.errors import HarnessError
 from harness.esgd.pool import Plan
 from harness.models import MLP
-from harness.stacked import Stack
-from harness.stacked_rules import rule_key
+from harness.stacking.stacked import Stack
+from harness.stacking.stacked_rules import rule_key
 
 if TYPE_CHECKING:
     from harness.esgd.methods import Study

@@ -151,7 +151,7 @@ class YellowFin(torch.optim.Optimizer):
     """
 
     # The hyper-parameters this optimizer sets itself, recorded at each log step
-    # (harness.engine.logged_hyperparameters).
+    # (harness.training.engine.logged_hyperparameters).
     tuned_hyperparameters = ("lr", "momentum")
 
     def __init__(

@@ -33,7 +33,7 @@ class Problem(ABC):
 
     @abstractmethod
     def load(self, cfg: DictConfig) -> Any:
-        """The data of `cfg` on the CPU (loaded once per process by harness.run)."""
+        """The data of `cfg` on the CPU (loaded once per process by harness.training.run)."""
 
     @abstractmethod
     def to(self, data: Any, device: torch.device, dtype: torch.dtype) -> Any:
@@ -71,8 +71,8 @@ class Problem(ABC):
         return 0.0
 
     def stacked_loss(self, stack: Any, data: Any, rows: torch.Tensor) -> torch.Tensor:
-        """The K mean training losses of the models of `stack` (harness.stacked_model,
-        harness.stacked_module) on the mini-batch `rows`, their gradients written into the
+        """The K mean training losses of the models of `stack` (harness.stacking.stacked_model,
+        harness.stacking.stacked_module) on the mini-batch `rows`, their gradients written into the
         stack: its `forward(inputs, keep=True)` gives the K models' outputs (classes along its
         `class_dim`), its `backward(grad)` takes the loss gradient w.r.t. them. Needed if
         `stackable`."""

@@ -8,11 +8,11 @@ import torch
 from omegaconf import DictConfig
 from torch.nn import functional as F
 
-from harness.building import build
 from harness.data import TensorData
 from harness.errors import ConfigError
 from harness.models import LENET_TARGET, lenet_multiply_adds
 from harness.problems import Problem
+from harness.training.building import build
 
 EVAL_CHUNK = 10_000  # rows per forward pass during evaluation: bounds memory on any device
 
@@ -23,7 +23,7 @@ class Classification(Problem):
 
     quality = "accuracy"
     higher_is_better = True
-    stackable = True  # harness.stacked trains MLPs of one architecture together
+    stackable = True  # harness.stacking.stacked trains MLPs of one architecture together
 
     def load(self, cfg: DictConfig) -> TensorData:
         return build(cfg.data)
@@ -77,7 +77,7 @@ class Classification(Problem):
         return ("test",) if data.y_val is None else ("val", "test")
 
     def check(self, cfg: DictConfig) -> None:
-        from harness.validate import validate_data, validate_model
+        from harness.config.validate import validate_data, validate_model
 
         if str(cfg.model.get("_target_", "")).startswith("harness.recsys."):
             raise ConfigError(

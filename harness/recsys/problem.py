@@ -24,10 +24,10 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch.nn import functional as F
 
-from harness.building import build, resolve_device
 from harness.errors import ConfigError
 from harness.problems import Problem
 from harness.recsys.data import Interactions
+from harness.training.building import build, resolve_device
 
 # The optimizers of sparse table gradients, by the name `tables` takes.
 TABLE_OPTIMIZERS = {
@@ -81,7 +81,7 @@ class Ratings(Problem):
             isinstance(self.table_lr, int | float) and self.table_lr > 0
         ):
             raise ConfigError(f"problem.table_lr must be > 0 or null, got {self.table_lr!r}")
-        from harness.validate import require_int
+        from harness.config.validate import require_int
 
         # Too large for the data is known once it is loaded (DataError, naming both numbers).
         require_int(cfg.data.get("val_size", 0), "data.val_size", minimum=0)

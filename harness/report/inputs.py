@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import OmegaConf
 
-from harness import analysis, tuning_curves
+from harness import analysis
 from harness.analysis import LR_KEY
 from harness.report.common import Skipped
 from harness.results import (
@@ -21,7 +21,8 @@ from harness.results import (
     load_curves,
     load_runs,
 )
-from harness.search import PROTOCOL_FILE, SHORTLIST
+from harness.tuning import tuning_curves
+from harness.tuning.search import PROTOCOL_FILE, SHORTLIST
 
 REPO = Path(__file__).resolve().parents[2]
 # The course results, committed; the default sweep of the notebooks.
@@ -113,7 +114,7 @@ class TuningStudy:
 
     @functools.cached_property
     def curves(self) -> pd.DataFrame:
-        """Its tuning curves (`harness.tuning_curves`), computed once for every figure and
+        """Its tuning curves (`harness.tuning.tuning_curves`), computed once for every figure and
         table that reads them."""
         return tuning_curves.tuning_curves(self.runs, self.trial_curves, tune=self.keys)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness import analysis, tuning_curves
+from harness import analysis
 from harness.markdown import markdown_table
 from harness.report import drawing
 from harness.report.common import Skipped
@@ -39,6 +39,7 @@ from harness.style import (
     setting_order,
     target_text,
 )
+from harness.tuning import tuning_curves
 
 # More numeric values of a key than this are given as their range, not listed.
 LISTED_VALUES = 20

@@ -28,7 +28,7 @@ from harness.style import (
     wrapped_suptitle,
 )
 
-# What a self-tuning optimizer records beside `lr` (harness.engine.logged_hyperparameters).
+# What a self-tuning optimizer records beside `lr` (harness.training.engine.logged_hyperparameters).
 TUNED_METRICS = ("lr", "momentum")
 
 

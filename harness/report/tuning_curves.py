@@ -1,5 +1,5 @@
 """Tuning curves: the expected quality of the trial picked among k trials of a tuning study
-(the table of harness.tuning_curves), against k; and what tuning gains, one row per setting,
+(the table of harness.tuning.tuning_curves), against k; and what tuning gains, one row per setting,
 for a study of more settings than curves can tell apart (an optimizer zoo)."""
 
 from __future__ import annotations
@@ -36,13 +36,13 @@ from harness.style import (
     text_width,
     wrapped_suptitle,
 )
-from harness.tuning_curves import budget_ends
+from harness.tuning.tuning_curves import budget_ends
 
 
 @styled
 def tuning_curve_figure(curves: pd.DataFrame, trials: str | None = None) -> Figure:
-    """Tuning curves (harness.tuning_curves): per net, the expected final validation quality of
-    the trial picked among k random trials of each setting's tuning study (solid), and the
+    """Tuning curves (harness.tuning.tuning_curves): per net, the expected final validation quality
+    of the trial picked among k random trials of each setting's tuning study (solid), and the
     expected test quality of that same pick (dashed), against k. Accuracies as error rates
     (100 - accuracy, %) on a log axis, so that the last tenths of a per cent stay apart.
     `trials`: what the trials are, for the title (`TuningStudy.trials_text`)."""

@@ -1,9 +1,10 @@
-"""`optimizer=<name>` for every optimizer of harness.catalogue, without a file per optimizer.
+"""`optimizer=<name>` for every optimizer of harness.optimizers.catalogue, without a file per
+optimizer.
 
 A search-path plugin appends the source `catalogue://harness` after the config folder, so a
 curated file of conf/optimizer/ always wins; the source answers only for the `optimizer` group,
-and imports the optimizer packages (harness.catalogue, ~2 s) only when Hydra asks it for a name
-the folder does not hold, or for the list of every option.
+and imports the optimizer packages (harness.optimizers.catalogue, ~2 s) only when Hydra asks it for
+a name the folder does not hold, or for the list of every option.
 """
 
 from hydra.core.config_search_path import ConfigSearchPath
@@ -41,12 +42,12 @@ class CatalogueConfigSource(ConfigSource):
         name = _name(config_path)
         if name is None:
             return False
-        from harness.catalogue import catalogue
+        from harness.optimizers.catalogue import catalogue
 
         return name in catalogue()
 
     def load_config(self, config_path: str) -> ConfigResult:
-        from harness.catalogue import config_of
+        from harness.optimizers.catalogue import config_of
 
         name = _name(config_path)
         config = config_of(name) if name is not None else None
@@ -62,6 +63,6 @@ class CatalogueConfigSource(ConfigSource):
     def list(self, config_path: str, results_filter: ObjectType | None) -> list[str]:
         if not self.is_group(config_path) or results_filter == ObjectType.GROUP:
             return []
-        from harness.catalogue import catalogue
+        from harness.optimizers.catalogue import catalogue
 
         return sorted(catalogue())

@@ -3,7 +3,7 @@
 The sweep's jobs are composed, resumed, checked and their run folders created here, exactly as
 `hydra/launcher=stacked` does (`StackedLauncher`, which this class extends: only the training
 step differs). The runs left to train are then planned into tasks as the stacked launcher plans
-them (`harness.launcher.plan`: the runs that train together as one stacked model, at most
+them (`harness.sweeps.launcher.plan`: the runs that train together as one stacked model, at most
 `max_stack` of them; a run that cannot stack alone) and each task is submitted through submitit
 as one job, the tasks of a sweep as one job array. A job loads the data, trains its task with
 `cpus_per_task` threads and each of its runs writes its results into its own folder, as on one
@@ -49,7 +49,7 @@ POLL_S = 1.0  # how often the jobs' result files are looked for (SLURM is asked 
 
 
 def train_task(
-    jobs: Sequence[Any],  # harness.job.Job
+    jobs: Sequence[Any],  # harness.training.job.Job
     stacked: bool,
     threads: int | None,
     env: Mapping[str, str],
@@ -61,7 +61,7 @@ def train_task(
     into its own folder, and checkpoints its training every `checkpoint_every_s` seconds (a
     job requeued at its time limit, or a sweep run again, goes on from there). Returns the
     runs' run.json records, in order."""
-    from harness.launcher import _run_task
+    from harness.sweeps.launcher import _run_task
 
     logging.basicConfig(level=log_level, format=LOG_FORMAT)
     with env_override(dict(env)):
@@ -74,7 +74,7 @@ class TrainTask:
     limits every 30 s), and submitit then requeues a job whose callable has a `checkpoint`
     method, with what it returns (a plain function's job it does not requeue). The requeued
     job trains the same task again, which goes on from the stack's own checkpoint
-    (harness.checkpoint): it loses at most the `checkpoint_every_s` seconds since the last
+    (harness.training.checkpoint): it loses at most the `checkpoint_every_s` seconds since the last
     one, or the whole sitting where the task saves none. After `max_num_timeout` requeues at
     its time limit the job is not requeued again: it trains on until it is killed, and the
     same command goes on from the checkpoint."""
@@ -136,9 +136,9 @@ def _reason(error: Exception, state: str) -> str:
 class StackedSlurmLauncher(StackedLauncher):
     """`cluster`: submitit's executor (slurm; local: a process per job on this machine);
     `max_stack`, `max_stack_s`: models per job and its estimated seconds at most (None: no
-    bound; `harness.launcher.plan`); `checkpoint_every_s`: seconds between a job's
-    checkpoints (None: none; harness.checkpoint); `max_num_timeout`: a job's requeues at its
-    time limit, at most (`TrainTask`); every other key is a submitit / SLURM parameter
+    bound; `harness.sweeps.launcher.plan`); `checkpoint_every_s`: seconds between a job's
+    checkpoints (None: none; harness.training.checkpoint); `max_num_timeout`: a job's requeues at
+    its time limit, at most (`TrainTask`); every other key is a submitit / SLURM parameter
     (conf/hydra/launcher/slurm.yaml), kept in `params`."""
 
     def __init__(
@@ -206,9 +206,9 @@ class StackedSlurmLauncher(StackedLauncher):
         from submitit.helpers import as_completed
 
         from harness.errors import ConfigError
-        from harness.launcher import largest_first, plan
         from harness.results import RunRecord
-        from harness.sweep import Progress
+        from harness.sweeps.launcher import largest_first, plan
+        from harness.sweeps.sweep import Progress
 
         assert self.config is not None and self.hydra_context is not None
         runs = [run_job for _, _, run_job in jobs]

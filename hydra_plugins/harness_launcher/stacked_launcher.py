@@ -1,5 +1,5 @@
 """Hydra launcher `hydra/launcher=stacked`, the default of `harness-train -m`: a sweep's jobs are
-composed, checked and trained together, by the fastest exact path (harness.launcher decides
+composed, checked and trained together, by the fastest exact path (harness.sweeps.launcher decides
 which engine trains what, and where). Hydra only loads launchers from `hydra_plugins`, so the
 class lives here.
 
@@ -8,14 +8,14 @@ writing Hydra's files and setting up its own logging before it trains. This laun
 
 1. composes every job (`SweepComposer`: Hydra's composition, once per set of config-group
    choices);
-2. skips the jobs whose config already finished in the sweep folder (harness.sweep's index);
+2. skips the jobs whose config already finished in the sweep folder (harness.sweeps.sweep's index);
 3. checks every other job (`run.check`): a bad value in any job stops the sweep before any run
    folder is created. Each optimizer's first step is checked and timed once per sweep, and
    how each optimizer config stacks is probed once: the outcomes are kept in the sweep folder
-   (`planning.json`, harness.planning) for its resumes;
+   (`planning.json`, harness.sweeps.planning) for its resumes;
 4. creates the run folders with Hydra's `.hydra/` files (config.yaml, hydra.yaml,
    overrides.yaml), sets up logging once (the log goes to the sweep folder) and trains the
-   jobs (harness.launcher.execute_jobs);
+   jobs (harness.sweeps.launcher.execute_jobs);
 5. returns one JobReturn per job: its run.json record as a `RunRecord` (a skipped job's from its
    finished folder), which a sweeper that optimises reads as the run's validation quality.
    Callbacks that define on_job_start / on_job_end are called for each trained job, before and
@@ -51,7 +51,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from hydra_plugins.harness_launcher.compose import ComposingConfigLoader, SweepComposer
 
 if TYPE_CHECKING:  # imported at run time where jobs train: it imports torch
-    from harness.job import Job
+    from harness.training.job import Job
 
 log = logging.getLogger(__name__)
 
@@ -161,11 +161,11 @@ class StackedLauncher(Launcher):
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
-        from harness import planning  # torch is imported only when jobs train
-        from harness import run as run_module
-        from harness.job import Job
         from harness.results import CHECKPOINTS_FOLDER, PLANNING_FILE
-        from harness.sweep import resumed
+        from harness.sweeps import planning  # torch is imported only when jobs train
+        from harness.sweeps.sweep import resumed
+        from harness.training import run as run_module
+        from harness.training.job import Job
 
         assert self.config is not None and self.hydra_context is not None
         setup_globals()
@@ -201,16 +201,16 @@ class StackedLauncher(Launcher):
         if jobs:
             self._train(jobs, sweep_dir)
         elif (sweep_dir / CHECKPOINTS_FOLDER).is_dir():  # left by a stop as its last runs ended
-            from harness import checkpoint
+            from harness.training import checkpoint
 
             checkpoint.tidy(sweep_dir)
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         return returns
 
     def _train(self, jobs: list[Prepared], sweep_dir: Path) -> None:
-        from harness import planning
-        from harness.launcher import execute_jobs
         from harness.results import PLANNING_FILE, RunRecord
+        from harness.sweeps import planning
+        from harness.sweeps.launcher import execute_jobs
 
         assert self.config is not None and self.hydra_context is not None
         per_job = self._start_jobs(jobs, sweep_dir)

@@ -2,14 +2,14 @@
 
 Every combination of the sweep's grid axes (`hydra.sweeper.params` and the command line, as the
 basic sweeper reads them: net, optimizer, seed, ...) is tuned on its own: `tune.budget` trials
-drawn from the search space of its optimizer (`tune.space`, see harness.search), each with every
-seed of the seed axis. All trials of all combinations go to the launcher as one batch, so the
+drawn from the search space of its optimizer (`tune.space`, see harness.tuning.search), each with
+every seed of the seed axis. All trials of all combinations go to the launcher as one batch, so the
 default stacked launcher trains the trials of a net together, as one stack; where
 `tune.beyond_edge` asks, each further round (the picks at the edge of their range, searched
 again beyond it) is one more batch. The protocol is
 written to `tuning.json` in the sweep folder; the runs' configs hold what each trial drew.
 
-Random search and grids are harness.search's; Hydra's Optuna sweeper (TPE) tunes one
+Random search and grids are harness.tuning.search's; Hydra's Optuna sweeper (TPE) tunes one
 combination per command (experiment=tune_tpe).
 """
 
@@ -39,7 +39,7 @@ class TuningSweeper(Sweeper):
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
     ) -> None:
-        from harness.sweep import tuning_protocol
+        from harness.sweeps.sweep import tuning_protocol
 
         self.config, self.hydra_context = config, hydra_context
         tuning_protocol(config)  # bad input stops here, before the sweep folder exists
@@ -48,8 +48,8 @@ class TuningSweeper(Sweeper):
         )
 
     def sweep(self, arguments: list[str]) -> Any:
-        from harness.search import PROTOCOL_FILE, tuned_keys
-        from harness.sweep import TuningPlan, add_planned
+        from harness.sweeps.sweep import TuningPlan, add_planned
+        from harness.tuning.search import PROTOCOL_FILE, tuned_keys
 
         assert self.config is not None and self.launcher is not None
         assert self.hydra_context is not None

@@ -27,8 +27,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from harness import storage
+from harness.config.identity import config_hash, executes, override_key
 from harness.errors import ConfigError, HarnessError, exit_with_error
-from harness.identity import config_hash, executes, override_key
 from harness.results import (
     PLANNING_FILE,
     RUN_FILE,
@@ -62,8 +62,9 @@ def _sweep_overrides(config: DictConfig) -> list:
 
 def tuning_protocol(config: DictConfig) -> tuple[dict[str, Any], list]:
     """A tuning study's checked protocol (its `tune` node with the command line's search ranges,
-    harness.search) and the sweep's other overrides; ConfigError (one line) if it cannot run."""
-    from harness.search import check_protocol, with_command_line_spaces
+    harness.tuning.search) and the sweep's other overrides; ConfigError (one line) if it cannot
+    run."""
+    from harness.tuning.search import check_protocol, with_command_line_spaces
 
     node = config.get("tune")
     if node is None:
@@ -101,7 +102,7 @@ class TuningPlan:
     from the consolidated results of the rounds before."""
 
     def __init__(self, config: DictConfig, compose: Callable | None = None) -> None:
-        from harness.search import combinations_of, first_trials
+        from harness.tuning.search import combinations_of, first_trials
 
         self.tune, overrides = tuning_protocol(config)
         expanded = [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
@@ -120,7 +121,7 @@ class TuningPlan:
 
     def _identity(self, fixed: list[str]) -> dict[str, Any]:
         """The identity of the config of a combination's overrides (composed once)."""
-        from harness.identity import identity_config
+        from harness.config.identity import identity_config
 
         key = tuple(fixed)
         if key not in self._identities:
@@ -134,7 +135,7 @@ class TuningPlan:
         return self._identity(fixed).get(key)
 
     def _shortlisted(self, fixed: list[str], keys: list[str]) -> list[dict[str, Any]]:
-        from harness.selection import shortlist
+        from harness.tuning.selection import shortlist
 
         phase_keys = list(self.tune.get("phase_keys") or [])
         identity = self._identity(fixed)
@@ -145,8 +146,8 @@ class TuningPlan:
         are done or no pick is at an edge): for each combination whose pick, by the rule that
         chooses (validation only), is the smallest or largest value of the centred key it
         tried, trials beyond that edge. Reads the sweep's results (consolidating them)."""
-        from harness.search import beyond_edge, centre
-        from harness.selection import edges, group_of
+        from harness.tuning.search import beyond_edge, centre
+        from harness.tuning.selection import edges, group_of
 
         edge = self.tune.get("beyond_edge")
         if not edge or self.compose is None or self.rounds >= edge["rounds"]:
@@ -189,7 +190,7 @@ def planned_runs(config: DictConfig) -> int:
     its trials as it goes (Hydra's Optuna sweeper), its number of trials (checked, with the
     search spaces it reads from `tune`, before anything is written)."""
     if str(config.hydra.sweeper.get("_target_", "")).endswith("OptunaSweeper"):
-        from harness.search import check_protocol
+        from harness.tuning.search import check_protocol
 
         if config.get("tune") is not None:
             check_protocol(OmegaConf.to_container(config.tune, resolve=True))
@@ -359,9 +360,9 @@ class SweepCallback(Callback):
         )
         tune = config.get("tune")
         if tune is None or not tune.get("source"):
-            return  # not an evaluation phase: harness.selection (pandas, scipy) is not imported
+            return  # not an evaluation phase: harness.tuning.selection (pandas, scipy) unimported
         try:  # an evaluation phase records the settings its tuning study chose, and the rule
-            from harness.selection import write_selection
+            from harness.tuning.selection import write_selection
 
             write_selection(sweep_dir, config)
         except HarnessError as exc:

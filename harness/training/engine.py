@@ -1,6 +1,6 @@
 """The training loop: K members (models with their optimizers and schedules) trained on the same
 mini-batches of pre-loaded tensors. One run is K = 1 (`Alone`); a stack of runs is K > 1
-(harness.stacked.Stack); an ESGD population steps a `Stack` between its back-offs.
+(harness.stacking.stacked.Stack); an ESGD population steps a `Stack` between its back-offs.
 
 Data stays on the training device; each epoch draws a seeded permutation and mini-batches are
 slices of it (no per-sample DataLoader in the hot loop). Mini-batch losses are buffered on the
@@ -20,12 +20,18 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 from tqdm.auto import tqdm
 
-from harness.restoring import load_optimizer_state, rng_state, set_rng_state
-from harness.stepping import evaluation_mode, failure_reason, in_train_mode, needs_of, take_step
+from harness.training.restoring import load_optimizer_state, rng_state, set_rng_state
+from harness.training.stepping import (
+    evaluation_mode,
+    failure_reason,
+    in_train_mode,
+    needs_of,
+    take_step,
+)
 
 if TYPE_CHECKING:
-    from harness.checkpoint import Checkpoint
     from harness.problems import Problem
+    from harness.training.checkpoint import Checkpoint
 
 
 @dataclass(frozen=True)
@@ -60,8 +66,8 @@ class Outcome:
     diverged_at: int | None  # the step at which it diverged or failed
     train_time_s: float  # optimisation only, evaluations excluded (a stack's: all its members')
     error: str | None = None  # why it failed, in one line
-    update_path: str | None = None  # how a stack updated it (harness.stacked_rules)
-    cuda_graph: str | None = None  # whether a CUDA graph replayed its step (harness.stacked_graph)
+    update_path: str | None = None  # how a stack updated it (harness.stacking.stacked_rules)
+    cuda_graph: str | None = None  # whether a CUDA graph replayed its step (stacked_graph)
     resumed_at: tuple[int, ...] = ()  # the steps from which it went on from a checkpoint
     earlier_wall_s: float = 0.0  # wall time of the sittings up to the checkpoint it went on from
 
@@ -157,7 +163,7 @@ class Members(Protocol):
 
     def state_dict(self) -> dict[str, Any]:
         """Everything the members carry from step to step (weights, optimizer and schedule
-        states): what a checkpoint saves (harness.checkpoint)."""
+        states): what a checkpoint saves (harness.training.checkpoint)."""
         ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -167,7 +173,7 @@ class Members(Protocol):
 
 class Alone:
     """One model with its optimizer and schedule: the K = 1 members of a run trained by itself,
-    through the optimizer's own step() and whatever it needs of it (harness.stepping: a
+    through the optimizer's own step() and whatever it needs of it (harness.training.stepping: a
     closure, second-order backward, train/eval modes)."""
 
     def __init__(self, model, optimizer, scheduler, problem: Problem, data: Any) -> None:

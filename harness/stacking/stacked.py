@@ -5,18 +5,18 @@ Runs that share architecture, batch size, data and length (`stack_key`; `refusal
 cannot stack at all) train on batches of the same shape, so their K networks are held as one
 stacked model and trained with one pass over each step's batches (one shared batch where they
 share a seed, hence a data order; a batch per model where seeds differ): MLPs as a
-`StackedMLP` (harness.stacked_model, forward and backward written out), any other model as a
-`StackedModule` (harness.stacked_module, torch.func) if a probe shows that it stacks exactly.
-Each model keeps its own ``nn.Module``, optimizer and LR scheduler exactly as `run.prepare`
+`StackedMLP` (harness.stacking.stacked_model, forward and backward written out), any other model as
+a `StackedModule` (harness.stacking.stacked_module, torch.func) if a probe shows that it stacks
+exactly. Each model keeps its own ``nn.Module``, optimizer and LR scheduler exactly as `run.prepare`
 built them (so initialisation is the single-run engine's by construction); `StackedOptimizers`
-(harness.stacked_rules) steps them; the seeds of one configuration share one instance of their
-optimizer where a probe shows that this is exact. A model whose loss diverges is recorded as
+(harness.stacking.stacked_rules) steps them; the seeds of one configuration share one instance of
+their optimizer where a probe shows that this is exact. A model whose loss diverges is recorded as
 diverged and removed from the stack (the stack is rebuilt without it), so it neither slows
 down nor disturbs the others. On CUDA a stack's step is replayed from a CUDA graph where a probe
-finds that exact (harness.stacked_graph, `train.cuda_graph`).
+finds that exact (harness.stacking.stacked_graph, `train.cuda_graph`).
 
 Each model writes the same metrics and run.json as `run.execute` (through `run.finish`); its
-``time_s`` is the stack's optimisation time. harness.launcher decides which runs stack and
+``time_s`` is the stack's optimisation time. harness.sweeps.launcher decides which runs stack and
 where they train.
 """
 
@@ -36,31 +36,37 @@ import torch
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
-from harness import engine
-from harness import run as run_module
-from harness.building import optimizer_and_schedule, optimizer_factory, resolve_device
-from harness.checkpoint import Checkpoint, task_checkpoint
-from harness.datasets import data_key, load_data, run_length
-from harness.engine import Outcome, logged_hyperparameters
+from harness.config.identity import config_id
+from harness.config.validate import DTYPES
 from harness.errors import HarnessError
-from harness.identity import config_id
-from harness.job import Job
 from harness.models import INIT_KEYS, MLP, MLP_TARGET, resolve_activations
 from harness.problems import Problem
-from harness.restoring import load_optimizer_state
-from harness.stacked_graph import StepGraph, attach, probe_rows
-from harness.stacked_model import StackedMLP
-from harness.stacked_module import StackedModule
-from harness.stacked_module import stacking_refusal as module_refusal
-from harness.stacked_rules import (
+from harness.stacking.stacked_graph import StepGraph, attach, probe_rows
+from harness.stacking.stacked_model import StackedMLP
+from harness.stacking.stacked_module import StackedModule
+from harness.stacking.stacked_module import stacking_refusal as module_refusal
+from harness.stacking.stacked_rules import (
     Sharing,
     StackedOptimizers,
     rule_key,
     sharing_refusal,
     stacking_refusal,
 )
-from harness.stepping import Needs, evaluation_mode, in_train_mode, needs_of, needs_of_class
-from harness.validate import DTYPES
+from harness.training import engine
+from harness.training import run as run_module
+from harness.training.building import optimizer_and_schedule, optimizer_factory, resolve_device
+from harness.training.checkpoint import Checkpoint, task_checkpoint
+from harness.training.datasets import data_key, load_data, run_length
+from harness.training.engine import Outcome, logged_hyperparameters
+from harness.training.job import Job
+from harness.training.restoring import load_optimizer_state
+from harness.training.stepping import (
+    Needs,
+    evaluation_mode,
+    in_train_mode,
+    needs_of,
+    needs_of_class,
+)
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +124,7 @@ class _OptimizerNode:
 
 # Outcomes of the stacking and sharing probes (why not, or None) by what decides them: the
 # optimizer's values, the dtype, the run's length. A sweep probes each once, and keeps them in
-# its folder for its resumes and its worker processes (harness.planning).
+# its folder for its resumes and its worker processes (harness.sweeps.planning).
 _PROBES: dict[tuple, str | None] = {}
 
 
@@ -208,7 +214,8 @@ class Stack:
     pass of the stacked model over each shared mini-batch (the problem's `stacked_loss`), then
     every optimizer's update (`StackedOptimizers`, `capturable` on CUDA) and schedule step.
     Models that share an update rule should be neighbours (`train_stack` orders them so). With
-    a `graph` (harness.stacked_graph.attach), the step's device work is replayed from it."""
+    a `graph` (harness.stacking.stacked_graph.attach), the step's device work is replayed from
+    it."""
 
     def __init__(
         self,
@@ -321,7 +328,7 @@ def train_stack(
     forces a stacked model class instead of `stack_of`'s choice; `capturable` (tests) the
     stepper's form instead of the device's (capturable on CUDA unless train.cuda_graph=off).
     With a `checkpoint`, the stack saves its training's state there and goes on from it
-    (harness.checkpoint)."""
+    (harness.training.checkpoint)."""
     setup, device = runs[0].setup, runs[0].device
     setting = cuda_graph_setting(runs[0].cfg)
     if capturable is None:
@@ -424,7 +431,7 @@ def execute_group(
     config raises the HarnessError run.execute would raise, and nothing is written. `threads`
     overrides the configs' torch thread count (the launcher's workers use 1). A sweep's stack
     checkpoints its training every `checkpoint_every_s` seconds, and goes on from its
-    checkpoint (harness.checkpoint).
+    checkpoint (harness.training.checkpoint).
     """
     runs: list[run_module.PreparedRun] = []
     for job in jobs:

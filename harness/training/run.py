@@ -23,18 +23,18 @@ import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from harness import engine, memory
-from harness.building import build_optimizer, optimizer_and_schedule, resolve_device
-from harness.checkpoint import Checkpoint, task_checkpoint
-from harness.datasets import data_key, data_on, iterations_of
+from harness.config.identity import config_hash
+from harness.config.validate import DTYPES, validate_run
 from harness.errors import ConfigError, HarnessError
-from harness.identity import config_hash
-from harness.job import Job
 from harness.problems import Problem
 from harness.results import METRIC_COLUMNS, write_run
-from harness.stacked_rules import OPTIMIZER_STEP, TORCH_FUSED
-from harness.stepping import failure_reason
-from harness.validate import DTYPES, validate_run
+from harness.stacking.stacked_rules import OPTIMIZER_STEP, TORCH_FUSED
+from harness.training import engine, memory
+from harness.training.building import build_optimizer, optimizer_and_schedule, resolve_device
+from harness.training.checkpoint import Checkpoint, task_checkpoint
+from harness.training.datasets import data_key, data_on, iterations_of
+from harness.training.job import Job
+from harness.training.stepping import failure_reason
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +196,7 @@ def check(job: Job) -> None:
 # Outcomes of `first_step_check` by what decides them (`_first_step_key`: the optimizer class
 # with its settings that are not real numbers, so a learning-rate grid is one check, ...). A
 # sweep checks (and times) each once: (why it fails or None, s per step), and keeps them in its
-# folder for its resumes and its worker processes (harness.planning).
+# folder for its resumes and its worker processes (harness.sweeps.planning).
 _FIRST_STEPS: dict[tuple, tuple[str | None, float | None]] = {}
 # The calibration of a step alone: steps taken after the checked one, before timing (caches,
 # lazy state); then steps timed until TIMED_STEPS are, or CALIBRATION_S has passed after at
@@ -221,7 +221,7 @@ def machine() -> dict[str, Any]:
 
 def first_steps() -> dict[tuple, tuple[str | None, float | None]]:
     """This process's outcomes of `first_step_check`, to hand to another process (or
-    invocation: harness.planning keeps them in a sweep's folder)."""
+    invocation: harness.sweeps.planning keeps them in a sweep's folder)."""
     return dict(_FIRST_STEPS)
 
 
@@ -361,7 +361,7 @@ def finish(
 ) -> dict[str, Any]:
     """Write a trained run's results into its folder; returns the run.json record.
     `engine_name` (single or stacked) and `update_path` (how its optimizer updated it, see
-    harness.stacked_rules) say what trained it."""
+    harness.stacking.stacked_rules) say what trained it."""
     metrics = pd.DataFrame(outcome.recorder.rows, columns=METRIC_COLUMNS)
     config = OmegaConf.to_container(run.cfg, resolve=True)
     iterations = run.setup.schedule.iterations
@@ -443,7 +443,8 @@ def execute(
 
 def execute_job(job: Job, checkpoint_every_s: float | None = None) -> dict[str, Any]:
     """`execute` for a job whose problem is resolved; a sweep's job checkpoints its training
-    every `checkpoint_every_s` seconds, and goes on from its checkpoint (harness.checkpoint)."""
+    every `checkpoint_every_s` seconds, and goes on from its checkpoint
+    (harness.training.checkpoint)."""
     run = prepare(job)
     cfg, choices = job.cfg, job.choices
     log.info(

@@ -27,8 +27,8 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from harness import analysis, storage
+from harness.config.identity import flat_config, identity_config, identity_hash
 from harness.errors import ConfigError
-from harness.identity import flat_config, identity_config, identity_hash
 from harness.markdown import markdown_table
 from harness.results import load_runs, planned_by_last_invocation
 

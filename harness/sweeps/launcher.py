@@ -4,17 +4,18 @@
 launcher of `harness-train -m`) calls with the jobs of a sweep that are left to train.
 
 * `requested_engine` is the one place `train.engine` is read. `auto` (the default) and `stacked`
-  train the runs that group (harness.stacked.stack_key) as one stacked model; `auto` trains a run
-  alone in its group with the single-run engine, `stacked` as a stack of one. `single` trains
+  train the runs that group (harness.stacking.stacked.stack_key) as one stacked model; `auto` trains
+  a run alone in its group with the single-run engine, `stacked` as a stack of one. `single` trains
   every run by itself with the single-run engine, one after another in this process. A run that
-  cannot stack (harness.stacked.refusal) trains with the single-run engine; the log says why.
+  cannot stack (harness.stacking.stacked.refusal) trains with the single-run engine; the log says
+  why.
 * Small sweeps train in this process. Worker processes cost seconds to start (each imports
   torch), so they start only when the estimated work (`estimated_work`) of a sweep reaches
   WORKER_THRESHOLD, measured with bench/worker_threshold.py. Then each group is split into one
   sub-stack per worker (`plan`); the workers are single-threaded and receive the data sets as
   shared-memory tensors instead of parsing MNIST again. On the CPU there is one per core; on a
-  GPU they share the device (`harness.gpu_workers.cuda_workers`: min(cores - 1, a cap, what the
-  device's memory holds)), each moving the data there once; `workers` (hydra.launcher.n_jobs)
+  GPU they share the device (`harness.sweeps.gpu_workers.cuda_workers`: min(cores - 1, a cap, what
+  the device's memory holds)), each moving the data there once; `workers` (hydra.launcher.n_jobs)
   overrides either count. Workers are spawned, never forked; this process does not initialise
   CUDA before it starts them. A stack computes the same bits in any of them as here (a sweep
   dealt to several workers forms smaller stacks than one trained here: other stacks).
@@ -41,16 +42,17 @@ import torch.multiprocessing
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from harness import checkpoint, planning
-from harness import run as run_module
-from harness.building import resolve_device
+from harness.config.identity import config_id
 from harness.data import TensorData
-from harness.datasets import adopt_data, data_key, load_data, run_length, train_size
-from harness.gpu_workers import cuda_workers, device_memory
-from harness.identity import config_id
-from harness.job import Job
-from harness.stacked import execute_group, refusal, stack_key
-from harness.sweep import Progress
+from harness.stacking.stacked import execute_group, refusal, stack_key
+from harness.sweeps import planning
+from harness.sweeps.gpu_workers import cuda_workers, device_memory
+from harness.sweeps.sweep import Progress
+from harness.training import checkpoint
+from harness.training import run as run_module
+from harness.training.building import resolve_device
+from harness.training.datasets import adopt_data, data_key, load_data, run_length, train_size
+from harness.training.job import Job
 
 log = logging.getLogger(__name__)
 
@@ -118,8 +120,8 @@ def plan(
     take a configuration's seeds, which are never split), every other run a task of its own.
     A stack's runs are written when it ends, so the bounds bound what an interrupted sweep
     loses (between its checkpoints). Costs unknown (a run not checked here), every run counts
-    as one. The runs of a task that saved a checkpoint (harness.checkpoint) are that task again,
-    to go on from it. With `checkpoints`, runs that cannot save one (`checkpoint.refusal`)
+    as one. The runs of a task that saved a checkpoint (harness.training.checkpoint) are that task
+    again, to go on from it. With `checkpoints`, runs that cannot save one (`checkpoint.refusal`)
     stack apart from those that can: one of them would take a whole stack's checkpoints."""
     tasks = [
         Task(runs, stacked, requested_engine(jobs[runs[0]].cfg) == "single", trained)
@@ -261,7 +263,7 @@ def execute_jobs(
     (True), don't (False), or decide from the estimated work (None); `max_stack`,
     `max_stack_s`: models per stack and its estimated seconds at most (None: no bound; see
     `plan`); `checkpoint_every_s`: seconds between a task's checkpoints (None: none), from
-    which the same sweep goes on if it is stopped (harness.checkpoint).
+    which the same sweep goes on if it is stopped (harness.training.checkpoint).
     """
     jobs = list(jobs)
     if not jobs:  # e.g. every job of a resumed sweep had finished already

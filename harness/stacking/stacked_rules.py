@@ -25,8 +25,8 @@ per-model coefficients are rows of one tensor on the device, loaded once per ste
 synchronisation (`_DeviceCoefficients`), and the classes torch would fuse take their stacked
 rule as well (one set of kernels for the slice instead of a fused kernel per model), so that the
 rules' updates are device work alone, which a CUDA graph of the step can capture
-(harness.stacked_graph). They are the rules' per-model tensor form, which a slice already takes
-for the values its models do not share.
+(harness.stacking.stacked_graph). They are the rules' per-model tensor form, which a slice already
+takes for the values its models do not share.
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ import torch
 from torch.optim.optimizer import _get_scalar_dtype
 
 from harness.errors import HarnessError
-from harness.restoring import load_optimizer_state
-from harness.stacked_model import StackedMLP
-from harness.stacked_module import StackedModule
-from harness.stepping import failure_reason, in_train_mode
+from harness.stacking.stacked_model import StackedMLP
+from harness.stacking.stacked_module import StackedModule
+from harness.training.restoring import load_optimizer_state
+from harness.training.stepping import failure_reason, in_train_mode
 
 STACKED_RULE, TORCH_FUSED, OPTIMIZER_STEP = "stacked_rule", "torch_fused", "optimizer_step"
 SHARED_STEP = "shared_step"

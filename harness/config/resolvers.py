@@ -7,7 +7,7 @@ import math
 
 from omegaconf import OmegaConf
 
-from harness.identity import folder_excluded_keys
+from harness.config.identity import folder_excluded_keys
 
 # How a learning rate scales with the batch size, relative to a reference batch size.
 LR_SCALING = {
@@ -33,9 +33,9 @@ def at(table, key):
 
 
 def tuned(key: str, *, _root_):
-    """`${tuned:optimizer.lr}`: the value a tuning study chose for this job (harness.selection,
-    imported only when an evaluation preset uses it)."""
-    from harness.selection import resolve_tuned
+    """`${tuned:optimizer.lr}`: the value a tuning study chose for this job
+    (harness.tuning.selection, imported only when an evaluation preset uses it)."""
+    from harness.tuning.selection import resolve_tuned
 
     return resolve_tuned(key, _root_=_root_)
 

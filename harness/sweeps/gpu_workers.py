@@ -1,4 +1,4 @@
-"""How many worker processes share one GPU in a sweep (harness.launcher).
+"""How many worker processes share one GPU in a sweep (harness.sweeps.launcher).
 
 On a GPU a stack's step is mostly host work: Python launching small kernels (or replaying a CUDA
 graph), counting steps, stepping schedules and the optimizers that run their own step(). One
@@ -17,8 +17,8 @@ memory of a worker (`worker_bytes`) is an estimate, written down:
 * PROCESS_BYTES for its CUDA context, cuBLAS workspaces and the caching allocator's slack;
 * its copy of the data set on the device, in the run's dtype;
 * its largest stack (`stack_bytes`): of each group of a sweep's runs that stack alike
-  (harness.stacked.stack_key), dealt to the workers (or `max_stack`), the costliest; per model
-  its parameters PARAMETER_COPIES times (weights, gradients, up to three optimizer states, a
+  (harness.stacking.stacked.stack_key), dealt to the workers (or `max_stack`), the costliest; per
+  model its parameters PARAMETER_COPIES times (weights, gradients, up to three optimizer states, a
   probe's copy), a step's activations twice (an eager step's and a CUDA graph's pool) and an
   evaluation chunk's (EVAL_CHUNK examples through the widest layer); the parameters are the
   problem's FLOPs of a step over 4 x batch (an MLP's step costs at least 4 FLOPs per
@@ -38,11 +38,11 @@ from collections.abc import Sequence
 
 import torch
 
-from harness.datasets import load_data
-from harness.job import Job
+from harness.config.validate import DTYPES
 from harness.problems.classification import EVAL_CHUNK
-from harness.stacked import stack_key
-from harness.validate import DTYPES
+from harness.stacking.stacked import stack_key
+from harness.training.datasets import load_data
+from harness.training.job import Job
 
 CUDA_WORKER_CAP = 8
 PROCESS_BYTES = 2**30

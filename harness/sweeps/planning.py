@@ -1,7 +1,7 @@
 """What a sweep's planning measured, kept in its folder for its resumes: each optimizer's
-first-step check and step time alone (`harness.run`), how each optimizer config stacks and
-shares (`harness.stacked`'s probes) and whether it goes on exactly from a checkpoint
-(`harness.checkpoint`'s probe). A resume on a machine like the one that measured them
+first-step check and step time alone (`harness.training.run`), how each optimizer config stacks and
+shares (`harness.stacking.stacked`'s probes) and whether it goes on exactly from a checkpoint
+(`harness.training.checkpoint`'s probe). A resume on a machine like the one that measured them
 adopts them instead of measuring again (a zoo's: minutes per invocation), and the step times a
 study compares are taken in one sitting; worker processes adopt the planner's."""
 
@@ -12,8 +12,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from harness import checkpoint, run, stacked
 from harness.results import atomic_write_bytes
+from harness.stacking import stacked
+from harness.training import checkpoint, run
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from harness.problems import Problem
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 ENGINES = ("single", "stacked", "auto")
-GRAPH_SETTINGS = ("auto", "off")  # train.cuda_graph (harness.stacked_graph)
+GRAPH_SETTINGS = ("auto", "off")  # train.cuda_graph (harness.stacking.stacked_graph)
 CONSTANT_SCHEDULE = "torch.optim.lr_scheduler.ConstantLR"
 
 

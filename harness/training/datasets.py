@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig, OmegaConf
 
 if TYPE_CHECKING:
-    from harness.job import Job
     from harness.problems import Problem
+    from harness.training.job import Job
 
 # Loaded data sets by their data config (`data_key`), the oldest dropped beyond _DATA_KEPT.
 _DATA: dict[str, Any] = {}

@@ -10,10 +10,10 @@ its own step(), the schedules, evaluations.
 
 What is captured (`stack_refusal`, `member_refusal`):
 
-* the forward and backward pass of a hand-written MLP stack (harness.stacked_model); a
+* the forward and backward pass of a hand-written MLP stack (harness.stacking.stacked_model); a
   torch.func stack (any other model) is not captured: its backward runs autograd;
-* the updates of the stacked rules (harness.stacked_rules: the course's eight classes), whose
-  coefficients a capturable stepper reads from one device tensor. Any optimizer that runs its
+* the updates of the stacked rules (harness.stacking.stacked_rules: the course's eight classes),
+  whose coefficients a capturable stepper reads from one device tensor. Any optimizer that runs its
   own step() (RAdam, every class outside torch.optim, the seeds' shared instances) keeps Python
   on the host at every step (a step count, a branch on a value, `.item()`) that a graph would
   replay frozen at the captured step: it steps eagerly after each replay, its forward and
@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from harness.stacked_model import StackedMLP
-from harness.stacked_rules import STACKED_RULE, TORCH_FUSED
+from harness.stacking.stacked_model import StackedMLP
+from harness.stacking.stacked_rules import STACKED_RULE, TORCH_FUSED
 
 if TYPE_CHECKING:
-    from harness.stacked import Stack
+    from harness.stacking.stacked import Stack
 
 # Eager steps before a capture, on the capture stream: a stacked rule makes its state (SGD's
 # momentum buffer from the first gradient) at its first step, and cuBLAS its workspace.

@@ -16,11 +16,11 @@ from hydra.errors import InstantiationException
 from hydra.utils import get_method, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from harness.catalogue import HARNESS_KEYS, RUN_LENGTH_ARGUMENTS, is_library_default
 from harness.errors import ConfigError, HarnessError
+from harness.optimizers.catalogue import HARNESS_KEYS, RUN_LENGTH_ARGUMENTS, is_library_default
 
 if TYPE_CHECKING:
-    from harness.job import Job
+    from harness.training.job import Job
 
 
 def build(node: DictConfig, **kwargs: Any) -> Any:
@@ -176,7 +176,7 @@ def _as_declared(factory: Any) -> Any:
     (betas, QHAdam's nus: some third-party constructors check isinstance(value, tuple)); a
     dtype's name into the dtype; a function's dotted name into the function; and the
     LIBRARY_DEFAULT marker left out of the call, so that the constructor's own default applies
-    (harness.catalogue)."""
+    (harness.optimizers.catalogue)."""
     if not isinstance(factory, functools.partial):
         return factory
     try:

@@ -1,4 +1,4 @@
-"""Putting a training's state back as a checkpoint saved it (harness.checkpoint): torch's
+"""Putting a training's state back as a checkpoint saved it (harness.training.checkpoint): torch's
 random state, and an optimizer's state in the dtypes it was saved in. Here, apart from the
 checkpoints' files, because the engine and the stacked rules restore with them."""
 

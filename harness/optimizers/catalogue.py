@@ -17,7 +17,7 @@ written as null (which the constructor would read as a setting of its own): a to
 its name (`momentum_dtype: bfloat16`, overridable by name), any other value (a function, such
 as ADOPT's clipping schedule or AdaShift's `torch.max`) the marker `<library default: ...>`,
 which the builder leaves out of the call so that the constructor's own default applies
-(harness.building.optimizer_factory).
+(harness.training.building.optimizer_factory).
 
 Importing pytorch-optimizer costs about 2 s, so nothing here imports a package until a name
 outside the curated files is asked for.
@@ -37,7 +37,8 @@ import torch
 # Constructor arguments that are not hyper-parameters: what the harness passes or decides.
 NOT_HYPERPARAMETERS = {"self", "params", "foreach", "fused", "capturable", "differentiable"}
 MISSING = "???"
-# Keys of an optimizer config that are the harness's, not the constructor's (harness.building).
+# Keys of an optimizer config that are the harness's, not the constructor's
+# (harness.training.building).
 HARNESS_KEYS = ("param_split",)
 # Constructor arguments without a default that the run supplies when the config leaves them
 # null: its length in optimizer steps (Ranger21 plans its warm-up and warm-down by it).
@@ -156,8 +157,8 @@ def hyperparameters(cls: Callable) -> dict[str, Any]:
 
 
 def parameter_split(cls: type) -> str | None:
-    """The split of the parameters `cls` needs (harness.building.split_parameters), or None:
-    pytorch-optimizer's Muon family reads a `use_muon` flag on each parameter group."""
+    """The split of the parameters `cls` needs (harness.training.building.split_parameters), or
+    None: pytorch-optimizer's Muon family reads a `use_muon` flag on each parameter group."""
     return "hidden_matrices" if "use_muon" in (cls.__doc__ or "") else None
 
 

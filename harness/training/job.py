@@ -1,9 +1,9 @@
 """A job: one run to train, with its problem resolved once.
 
-A sweep's jobs are walked from planning (harness.launcher) through checking, data loading,
-building and training (harness.run, harness.stacked) to their results. The problem a config
-selects (harness.problems.problem_of) is looked up once, when the job is made, and travels with
-it, so that no step goes back up to find it again.
+A sweep's jobs are walked from planning (harness.sweeps.launcher) through checking, data loading,
+building and training (harness.training.run, harness.stacking.stacked) to their results. The problem
+a config selects (harness.problems.problem_of) is looked up once, when the job is made, and travels
+with it, so that no step goes back up to find it again.
 """
 
 from __future__ import annotations

@@ -31,16 +31,16 @@ from typing import TYPE_CHECKING, Any
 import torch
 from omegaconf import OmegaConf
 
-from harness.building import optimizer_factory, resolve_device
-from harness.datasets import run_length
-from harness.identity import config_hash
-from harness.restoring import load_optimizer_state, rng_state, set_rng_state
+from harness.config.identity import config_hash
 from harness.results import CHECKPOINTS_FOLDER, RUN_FILE, atomic_write_bytes
-from harness.stacked_rules import PROBE_SHAPES
-from harness.stepping import in_train_mode, needs_of, take_step
+from harness.stacking.stacked_rules import PROBE_SHAPES
+from harness.training.building import optimizer_factory, resolve_device
+from harness.training.datasets import run_length
+from harness.training.restoring import load_optimizer_state, rng_state, set_rng_state
+from harness.training.stepping import in_train_mode, needs_of, take_step
 
 if TYPE_CHECKING:
-    from harness.job import Job
+    from harness.training.job import Job
 
 log = logging.getLogger(__name__)
 
@@ -251,7 +251,8 @@ def _hash(job: Job) -> str:
 
 
 # restore_refusal's outcome per optimizer config and run length: probed once per sweep, where
-# it is planned, and kept with its other probes (harness.planning) for its workers and resumes
+# it is planned, and kept with its other probes (harness.sweeps.planning) for its workers and
+# resumes
 _REFUSALS: dict[tuple[str, int], str | None] = {}
 
 

@@ -46,8 +46,8 @@ import numpy as np
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep
 
+from harness.config.identity import executes, override_key
 from harness.errors import ConfigError
-from harness.identity import executes, override_key
 
 METHODS = ("random", "grid", "shortlist")
 # A tuning study's protocol in its sweep folder (written by the tuning sweeper, read by the report).

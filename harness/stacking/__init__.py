@@ -1,0 +1,9 @@
+"""The stacked engine: the runs of a sweep that differ only in optimizer, hyper-parameters,
+schedule or seed trained as one batched model, each exactly as it trains alone.
+
+- `stacked`: which runs stack (`stack_key`, `refusal`), the stack's members and its training
+- `stacked_model`: K MLPs as one model, forward and backward written out
+- `stacked_module`: K copies of any other model, through torch.func
+- `stacked_rules`: each member's optimizer stepping its slice of the stacked tensors
+- `stacked_graph`: a stack's step as one CUDA graph, where replaying it is exact
+"""
