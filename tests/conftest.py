@@ -8,16 +8,23 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-import pytest
-import torch
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import open_dict
+# Torch's threads per test process: the cores shared among xdist's workers (one each for two
+# workers on two cores), set before torch is imported; the harness-train processes that tests
+# start inherit it. Two workers of two threads each on two cores left OpenMP's threads waiting
+# on each other. A value set by hand is kept.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
 
-from slurm_cluster import slurm_cluster  # noqa: F401 - the fixture of the `slurm` tier
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from hydra import compose, initialize_config_dir  # noqa: E402
+from hydra.core.global_hydra import GlobalHydra  # noqa: E402
+from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from omegaconf import open_dict  # noqa: E402
+
+from slurm_cluster import slurm_cluster  # noqa: E402, F401 - the fixture of the `slurm` tier
 
 REPO = Path(__file__).resolve().parent.parent
 CONF_DIR = REPO / "conf"

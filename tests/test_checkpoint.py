@@ -270,15 +270,15 @@ def test_a_problem_that_steps_several_optimizers_trains_without_checkpoints(tmp_
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", [False, True], ids=["in-process", "workers"])
 def test_a_killed_sweep_goes_on_from_its_checkpoints(tmp_path, workers):
-    """SIGKILL to a sweep's process group once a stack has saved a checkpoint past step 250 (of
-    600): the same command goes on from it, and the sweep's curves equal those of a sweep never
+    """SIGKILL to a sweep's process group once a stack has saved a checkpoint past step 125 (of
+    300): the same command goes on from it, and the sweep's curves equal those of a sweep never
     stopped, bit for bit; with the stacks trained in this process or in worker processes (as
     a large sweep trains them: their checkpoints are saved there)."""
     overrides = [
         "-m",
         "experiment=smoke",
-        "train.iterations=600",
-        "train.eval_every=200",
+        "train.iterations=300",
+        "train.eval_every=100",
         "hydra.launcher.checkpoint_every_s=0",
         f"hydra.launcher.use_workers={str(workers).lower()}",
     ]
@@ -304,11 +304,11 @@ def test_a_killed_sweep_goes_on_from_its_checkpoints(tmp_path, workers):
         return saved["iteration"]
 
     deadline = time.monotonic() + 240
-    while saved_step() < 250 and time.monotonic() < deadline:
+    while saved_step() < 125 and time.monotonic() < deadline:
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert saved_step() >= 250
+    assert saved_step() >= 125
 
     resumed = run_cli(*overrides, f"hydra.sweep.dir={folder}", cwd=tmp_path, timeout=900)
     assert resumed.returncode == 0, resumed.stderr

@@ -23,6 +23,7 @@ from smoke_sweep import TARGET
 from harness import analysis, style
 from harness.config.identity import identity_hash
 from harness.report import TuningStudy, load_sweep, make_figures
+from harness.report.figures import figure_makers
 from harness.report.summary import against_the_course_markdown, net_table_markdown
 from harness.report.tables import final_metrics_table
 from harness.results import with_config_columns
@@ -261,9 +262,13 @@ def test_a_zoos_figures_draw_in_colour_the_best_on_validation_and_the_courses_be
     for optimizer, (val, test) in made_up.items():
         mine = runs["optimizer"] == optimizer
         runs.loc[mine, "final_val_accuracy"], runs.loc[mine, "final_test_accuracy"] = val, test
-    figures = make_figures(runs, curves, TARGET, TuningStudy(smoke_sweep, [analysis.LR_KEY], runs))
-    for name in ("convergence_train_loss", "convergence_test_accuracy", "lr_sensitivity"):
-        figure = figures[name]
+    tuning = TuningStudy(smoke_sweep, [analysis.LR_KEY], runs)
+    with analysis.shared_results():
+        makers = figure_makers(runs, curves, TARGET, tuning)
+        checked = ("convergence_train_loss", "convergence_test_accuracy", "lr_sensitivity")
+        # the three that show the ranking by colour; the layout tests draw every figure
+        figures = {name: makers[name]() for name in checked}
+    for name, figure in figures.items():
         legends = [ax.get_legend() for ax in figure.axes if ax.get_legend()] + figure.legends
         shown = {
             re.sub(r"^\d+\. |, lr .*$", "", text.get_text())

@@ -166,8 +166,8 @@ def test_killed_sweep_resumes_every_run_exactly_once(tmp_path, engine):
     overrides = [
         "-m",
         "experiment=smoke",
-        "train.iterations=600",  # long enough to kill the sweep between its stacks
-        "train.eval_every=200",
+        "train.iterations=200",  # long enough to kill the sweep between its stacks
+        "train.eval_every=100",
         f"train.engine={engine}",
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
     ]
