@@ -144,7 +144,7 @@ def test_seeds_stack_each_with_its_own_data_order_and_equal_alone(tmp_path, mnis
     ],
 )
 def test_the_sharing_probe_lets_element_wise_optimizers_share_one_instance(target, shares):
-    from harness.stacking.stacked_rules import sharing_refusal
+    from harness.stacking.probes import sharing_refusal
 
     reason = sharing_refusal(lambda params: get_class(target)(params))
     assert (reason is None) == shares, reason
@@ -297,7 +297,8 @@ def test_seeds_of_an_optimizer_torch_fuses_share_one_fused_instance():
     stack alone) share one instance, fused too, also once a seed has left; a step of it is
     each seed's fused step alone."""
     from harness.models import MLP
-    from harness.stacking.stacked_rules import SHARED_STEP, Sharing, StackedOptimizers
+    from harness.stacking.stacked_optimizers import Sharing, StackedOptimizers
+    from harness.stacking.update_rules import SHARED_STEP
 
     def build(params):
         optimizer = torch.optim.Adam(params, lr=0.01)
@@ -334,7 +335,8 @@ def test_shared_instance_carries_its_state_when_a_seed_leaves_the_stack():
     # Three seeds of one Lion config share an instance; after two steps the second leaves (as
     # a diverged run does): the two that stay go on exactly as each alone with its own Lion.
     from harness.models import MLP
-    from harness.stacking.stacked_rules import SHARED_STEP, Sharing, StackedOptimizers
+    from harness.stacking.stacked_optimizers import Sharing, StackedOptimizers
+    from harness.stacking.update_rules import SHARED_STEP
 
     lion = get_class("pytorch_optimizer.Lion")
 

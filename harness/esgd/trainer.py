@@ -15,7 +15,7 @@ from harness.errors import HarnessError
 from harness.esgd.pool import Plan
 from harness.models import MLP
 from harness.stacking.stacked import Stack
-from harness.stacking.stacked_rules import rule_key
+from harness.stacking.update_rules import rule_key
 
 if TYPE_CHECKING:
     from harness.esgd.methods import Study

@@ -4,6 +4,9 @@ schedule or seed trained as one batched model, each exactly as it trains alone.
 - `stacked`: which runs stack (`stack_key`, `refusal`), the stack's members and its training
 - `stacked_model`: K MLPs as one model, forward and backward written out
 - `stacked_module`: K copies of any other model, through torch.func
-- `stacked_rules`: each member's optimizer stepping its slice of the stacked tensors
+- `update_rules`: the course's eight classes as one update for a slice of members, and which
+  rule a member's optimizer takes
+- `probes`: whether an optimizer may step views of a stack, and share one instance among seeds
+- `stacked_optimizers`: each member's optimizer stepping its slice of the stacked tensors
 - `stacked_graph`: a stack's step as one CUDA graph, where replaying it is exact
 """

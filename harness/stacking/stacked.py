@@ -9,11 +9,12 @@ share a seed, hence a data order; a batch per model where seeds differ): MLPs as
 a `StackedModule` (harness.stacking.stacked_module, torch.func) if a probe shows that it stacks
 exactly. Each model keeps its own ``nn.Module``, optimizer and LR scheduler exactly as `run.prepare`
 built them (so initialisation is the single-run engine's by construction); `StackedOptimizers`
-(harness.stacking.stacked_rules) steps them; the seeds of one configuration share one instance of
-their optimizer where a probe shows that this is exact. A model whose loss diverges is recorded as
-diverged and removed from the stack (the stack is rebuilt without it), so it neither slows
-down nor disturbs the others. On CUDA a stack's step is replayed from a CUDA graph where a probe
-finds that exact (harness.stacking.stacked_graph, `train.cuda_graph`).
+(harness.stacking.stacked_optimizers) steps them; the seeds of one configuration share one
+instance of their optimizer where a probe (harness.stacking.probes) shows that this is exact.
+A model whose loss diverges is recorded as diverged and removed from the stack (the stack is rebuilt
+without it), so it neither slows down nor disturbs the others. On CUDA a stack's step is replayed
+from a CUDA graph where a probe finds that exact (harness.stacking.stacked_graph,
+`train.cuda_graph`).
 
 Each model writes the same metrics and run.json as `run.execute` (through `run.finish`); its
 ``time_s`` is the stack's optimisation time. harness.sweeps.launcher decides which runs stack and
@@ -41,17 +42,13 @@ from harness.config.validate import DTYPES
 from harness.errors import HarnessError
 from harness.models import INIT_KEYS, MLP, MLP_TARGET, resolve_activations
 from harness.problems import Problem
+from harness.stacking.probes import sharing_refusal, stacking_refusal
 from harness.stacking.stacked_graph import StepGraph, attach, probe_rows
 from harness.stacking.stacked_model import StackedMLP
 from harness.stacking.stacked_module import StackedModule
 from harness.stacking.stacked_module import stacking_refusal as module_refusal
-from harness.stacking.stacked_rules import (
-    Sharing,
-    StackedOptimizers,
-    rule_key,
-    sharing_refusal,
-    stacking_refusal,
-)
+from harness.stacking.stacked_optimizers import Sharing, StackedOptimizers
+from harness.stacking.update_rules import rule_key
 from harness.training import engine
 from harness.training import run as run_module
 from harness.training.building import optimizer_and_schedule, optimizer_factory, resolve_device

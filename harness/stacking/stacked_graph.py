@@ -12,7 +12,7 @@ What is captured (`stack_refusal`, `member_refusal`):
 
 * the forward and backward pass of a hand-written MLP stack (harness.stacking.stacked_model); a
   torch.func stack (any other model) is not captured: its backward runs autograd;
-* the updates of the stacked rules (harness.stacking.stacked_rules: the course's eight classes),
+* the updates of the stacked rules (harness.stacking.update_rules: the course's eight classes),
   whose coefficients a capturable stepper reads from one device tensor. Any optimizer that runs its
   own step() (RAdam, every class outside torch.optim, the seeds' shared instances) keeps Python
   on the host at every step (a step count, a branch on a value, `.item()`) that a graph would
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from harness.stacking.stacked_model import StackedMLP
-from harness.stacking.stacked_rules import STACKED_RULE, TORCH_FUSED
+from harness.stacking.update_rules import STACKED_RULE, TORCH_FUSED
 
 if TYPE_CHECKING:
     from harness.stacking.stacked import Stack

@@ -33,7 +33,7 @@ from omegaconf import OmegaConf
 
 from harness.config.identity import config_hash
 from harness.results import CHECKPOINTS_FOLDER, RUN_FILE, atomic_write_bytes
-from harness.stacking.stacked_rules import PROBE_SHAPES
+from harness.stacking.probes import PROBE_SHAPES
 from harness.training.building import optimizer_factory, resolve_device
 from harness.training.datasets import run_length
 from harness.training.restoring import load_optimizer_state, rng_state, set_rng_state

@@ -66,7 +66,7 @@ class Outcome:
     diverged_at: int | None  # the step at which it diverged or failed
     train_time_s: float  # optimisation only, evaluations excluded (a stack's: all its members')
     error: str | None = None  # why it failed, in one line
-    update_path: str | None = None  # how a stack updated it (harness.stacking.stacked_rules)
+    update_path: str | None = None  # how a stack updated it (harness.stacking.stacked_optimizers)
     cuda_graph: str | None = None  # whether a CUDA graph replayed its step (stacked_graph)
     resumed_at: tuple[int, ...] = ()  # the steps from which it went on from a checkpoint
     earlier_wall_s: float = 0.0  # wall time of the sittings up to the checkpoint it went on from

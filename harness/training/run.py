@@ -28,7 +28,7 @@ from harness.config.validate import DTYPES, validate_run
 from harness.errors import ConfigError, HarnessError
 from harness.problems import Problem
 from harness.results import METRIC_COLUMNS, write_run
-from harness.stacking.stacked_rules import OPTIMIZER_STEP, TORCH_FUSED
+from harness.stacking.update_rules import OPTIMIZER_STEP, TORCH_FUSED
 from harness.training import engine, memory
 from harness.training.building import build_optimizer, optimizer_and_schedule, resolve_device
 from harness.training.checkpoint import Checkpoint, task_checkpoint
@@ -361,7 +361,7 @@ def finish(
 ) -> dict[str, Any]:
     """Write a trained run's results into its folder; returns the run.json record.
     `engine_name` (single or stacked) and `update_path` (how its optimizer updated it, see
-    harness.stacking.stacked_rules) say what trained it."""
+    harness.stacking.stacked_optimizers) say what trained it."""
     metrics = pd.DataFrame(outcome.recorder.rows, columns=METRIC_COLUMNS)
     config = OmegaConf.to_container(run.cfg, resolve=True)
     iterations = run.setup.schedule.iterations
