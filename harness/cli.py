@@ -22,7 +22,9 @@ from harness import storage
 from harness.errors import ConfigError, HarnessError, exit_with_error, harness_error_in
 from harness.results import RUN_FILE, RunRecord, collect
 from harness.storage import compact
-from harness.sweeps.sweep import discard_invocation, log_progress, resumed
+from harness.sweeps.finished import resumed
+from harness.sweeps.progress import log_progress
+from harness.sweeps.sweep import discard_invocation
 
 log = logging.getLogger("harness")
 # The repository's conf/ folder (the package is installed in editable mode from the repository).

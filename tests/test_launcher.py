@@ -18,8 +18,8 @@ from harness.errors import HarnessError
 from harness.models import MLP
 from harness.stacking.stacked import execute_group, refusal
 from harness.sweeps import launcher
+from harness.sweeps.jobs import sweep_jobs
 from harness.sweeps.launcher import WORKER_THRESHOLD, estimated_work, execute_jobs
-from harness.sweeps.sweep import sweep_jobs
 from harness.training import datasets
 from harness.training.job import Job
 from harness.training.run import execute

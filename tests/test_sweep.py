@@ -15,16 +15,11 @@ import pytest
 
 from conftest import MNIST_DIR, compose_config, hydra_context, run_cli
 from harness.errors import ConfigError
-from harness.results import load_curves, load_runs
-from harness.sweeps import sweep as sweep_module
-from harness.sweeps.sweep import (
-    SWEEP_FILE,
-    Progress,
-    already_finished,
-    format_seconds,
-    sweep_jobs,
-    write_index,
-)
+from harness.results import SWEEP_FILE, load_curves, load_runs
+from harness.sweeps import finished as finished_module
+from harness.sweeps.finished import already_finished, write_index
+from harness.sweeps.jobs import sweep_jobs
+from harness.sweeps.progress import Progress, format_seconds
 
 TINY = ["train.iterations=20", "train.eval_every=10", "data.train_size=500", "data.test_size=200"]
 
@@ -368,12 +363,12 @@ def test_resume_reads_the_index_not_every_run(tmp_path, monkeypatch):
     fake_runs(tmp_path, ["c"])
     reads = []
     monkeypatch.setattr(
-        sweep_module, "read_run", lambda d: reads.append(d.name) or {"config_hash": d.name}
+        finished_module, "read_run", lambda d: reads.append(d.name) or {"config_hash": d.name}
     )
     # The next invocation's index reads only the run.json it did not know.
     assert write_index(tmp_path) == {"a": "a", "b": "b", "c": "c"} and reads == ["c"]
     # A job's check reads the index, not the run folders.
-    monkeypatch.setattr(sweep_module, "config_hash", lambda config: config["hash"])
+    monkeypatch.setattr(finished_module, "config_hash", lambda config: config["hash"])
     reads.clear()
     for digest in "abc":
         assert already_finished({"hash": digest}, tmp_path, tmp_path / "new") == digest
@@ -384,7 +379,7 @@ def test_resume_reads_the_index_not_every_run(tmp_path, monkeypatch):
 def test_a_run_finished_since_the_index_is_found_in_its_folder(tmp_path, monkeypatch):
     write_index(tmp_path)
     fake_runs(tmp_path, ["x"])  # finished after the sweep started (e.g. by another process)
-    monkeypatch.setattr(sweep_module, "config_hash", lambda config: config["hash"])
+    monkeypatch.setattr(finished_module, "config_hash", lambda config: config["hash"])
     assert already_finished({"hash": "x"}, tmp_path, tmp_path / "x") == "x"
     with pytest.raises(ConfigError, match="holds a finished run of another config"):
         already_finished({"hash": "y"}, tmp_path, tmp_path / "x")
@@ -398,7 +393,7 @@ def test_progress_extrapolates_from_the_cost_done_where_the_costs_are_known(capl
     """A sweep's first task is its costliest (a zoo's net3 stacks): counting runs, one run of
     ten done in 100 s leaves 900 s; weighted by cost (that run is half the work) it leaves 100 s."""
     costs = [9.0] + [1.0] * 9
-    with caplog.at_level("INFO", logger="harness.sweeps.sweep"):
+    with caplog.at_level("INFO", logger="harness.sweeps.progress"):
         Progress(10, started=time.time() - 100).done(1)
         Progress(10, started=time.time() - 100, costs=costs).done(1, 9.0)
     counted, weighted = (re.search(r"~(\S+) left", m).group(1) for m in caplog.messages)
@@ -409,7 +404,7 @@ def test_progress_takes_the_pace_of_the_tasks_done_not_the_time_elapsed(caplog):
     """Two workers, an hour in: one task of 2 estimated seconds done in 200 s of its own, the
     other worker busy all the while with a long stack that credits nothing yet. The elapsed
     hour would say 4 h left; the pace of the task done, 8 x 100 s over two workers: 400 s."""
-    with caplog.at_level("INFO", logger="harness.sweeps.sweep"):
+    with caplog.at_level("INFO", logger="harness.sweeps.progress"):
         Progress(10, started=time.time() - 3600, costs=[1.0] * 10, workers=2).done(2, 2.0, 200.0)
         Progress(10, started=time.time() - 3600, costs=[1.0] * 10, workers=2).done(2, 2.0)
     paced, elapsed = (re.search(r"~(\S+) left", m).group(1) for m in caplog.messages)
@@ -421,7 +416,7 @@ def test_progress_credits_the_tasks_in_flight_with_the_part_their_time_covers(ca
     worker's task of 3 begun 200 s ago. Counted as wholly to do, 8 estimated seconds are left
     (400 s over two workers); its 200 s cover 2 of its 3: 6 are left, 300 s. A task in flight
     longer than its estimate covers it whole, never more."""
-    with caplog.at_level("INFO", logger="harness.sweeps.sweep"):
+    with caplog.at_level("INFO", logger="harness.sweeps.progress"):
         for begun in (None, 200.0, 10_000.0):
             progress = Progress(10, started=time.time() - 3600, costs=[1.0] * 10, workers=2)
             if begun is not None:
@@ -436,7 +431,7 @@ def test_progress_credits_the_tasks_in_flight_with_the_part_their_time_covers(ca
 def test_the_time_left_is_at_least_what_is_left_of_the_longest_task_in_flight(caplog):
     """The end of a sweep: its last stack (cost 4, just begun) on one of two workers, nothing
     else to do. Spread over the workers the work says 200 s; that stack alone takes 400 s."""
-    with caplog.at_level("INFO", logger="harness.sweeps.sweep"):
+    with caplog.at_level("INFO", logger="harness.sweeps.progress"):
         progress = Progress(10, started=time.time() - 3600, costs=[2.0, 4.0], workers=2)
         progress.start("last stack", 4.0)
         progress.start("short stack", 2.0)

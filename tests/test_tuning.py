@@ -16,8 +16,8 @@ from scipy import stats
 from conftest import REPO, compose_config, hydra_context, run_cli, train_in_process
 from harness import report, storage
 from harness.errors import ConfigError
-from harness.results import RUN_FILE, RUNS_TABLE
-from harness.sweeps.sweep import SWEEP_FILE, sweep_jobs
+from harness.results import RUN_FILE, RUNS_TABLE, SWEEP_FILE
+from harness.sweeps.jobs import sweep_jobs
 from harness.tuning.search import (
     PROTOCOL_FILE,
     Dimension,

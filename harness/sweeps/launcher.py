@@ -47,7 +47,7 @@ from harness.data import TensorData
 from harness.stacking.stacked import execute_group, refusal, stack_key
 from harness.sweeps import planning
 from harness.sweeps.gpu_workers import cuda_workers, device_memory
-from harness.sweeps.sweep import Progress
+from harness.sweeps.progress import Progress
 from harness.training import checkpoint
 from harness.training import run as run_module
 from harness.training.building import resolve_device

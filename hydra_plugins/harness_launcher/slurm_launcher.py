@@ -208,7 +208,7 @@ class StackedSlurmLauncher(StackedLauncher):
         from harness.errors import ConfigError
         from harness.results import RunRecord
         from harness.sweeps.launcher import largest_first, plan
-        from harness.sweeps.sweep import Progress
+        from harness.sweeps.progress import Progress
 
         assert self.config is not None and self.hydra_context is not None
         runs = [run_job for _, _, run_job in jobs]

@@ -8,7 +8,7 @@ writing Hydra's files and setting up its own logging before it trains. This laun
 
 1. composes every job (`SweepComposer`: Hydra's composition, once per set of config-group
    choices);
-2. skips the jobs whose config already finished in the sweep folder (harness.sweeps.sweep's index);
+2. skips the jobs whose config already finished in the sweep folder (harness.sweeps.finished);
 3. checks every other job (`run.check`): a bad value in any job stops the sweep before any run
    folder is created. Each optimizer's first step is checked and timed once per sweep, and
    how each optimizer config stacks is probed once: the outcomes are kept in the sweep folder
@@ -163,7 +163,7 @@ class StackedLauncher(Launcher):
     ) -> Sequence[JobReturn]:
         from harness.results import CHECKPOINTS_FOLDER, PLANNING_FILE
         from harness.sweeps import planning  # torch is imported only when jobs train
-        from harness.sweeps.sweep import resumed
+        from harness.sweeps.finished import resumed
         from harness.training import run as run_module
         from harness.training.job import Job
 

@@ -39,7 +39,7 @@ class TuningSweeper(Sweeper):
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
     ) -> None:
-        from harness.sweeps.sweep import tuning_protocol
+        from harness.sweeps.jobs import tuning_protocol
 
         self.config, self.hydra_context = config, hydra_context
         tuning_protocol(config)  # bad input stops here, before the sweep folder exists
@@ -48,7 +48,7 @@ class TuningSweeper(Sweeper):
         )
 
     def sweep(self, arguments: list[str]) -> Any:
-        from harness.sweeps.sweep import TuningPlan, add_planned
+        from harness.sweeps.jobs import TuningPlan, add_planned
         from harness.tuning.search import PROTOCOL_FILE, tuned_keys
 
         assert self.config is not None and self.launcher is not None
