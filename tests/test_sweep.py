@@ -18,7 +18,7 @@ from harness.errors import ConfigError
 from harness.results import SWEEP_FILE, load_curves, load_runs
 from harness.sweeps import finished as finished_module
 from harness.sweeps.finished import already_finished, write_index
-from harness.sweeps.jobs import sweep_jobs
+from harness.sweeps.jobs import sweep_jobs, tuning_protocol
 from harness.sweeps.progress import Progress, format_seconds
 
 TINY = ["train.iterations=20", "train.eval_every=10", "data.train_size=500", "data.test_size=200"]
@@ -53,6 +53,16 @@ def test_studies_compose_and_expand(experiment, jobs):
         # Every job of the study composes to a valid config.
         for job in expanded[:: max(1, len(expanded) // 12)]:
             compose_config(job)
+
+
+@pytest.mark.parametrize("experiment", ["zoo_shortlist", "zoo_decay_shortlist"])
+def test_a_zoos_shortlist_phase_has_a_protocol_that_runs(experiment):
+    """Phase 2 draws nothing: phase 1's search settings (a centred range, rounds beyond an
+    edge), which its preset inherits, are switched off, and its protocol checks out."""
+    with hydra_context():
+        cfg = compose_config([f"experiment={experiment}"], return_hydra_config=True)
+    tune, _ = tuning_protocol(cfg)
+    assert tune["method"] == "shortlist" and not tune.get("centre") and not tune.get("beyond_edge")
 
 
 @pytest.mark.slow
