@@ -10,8 +10,8 @@ from pathlib import Path
 
 # Torch's threads per test process: the cores shared among xdist's workers (one each for two
 # workers on two cores), set before torch is imported; the harness-train processes that tests
-# start inherit it. Two workers of two threads each on two cores left OpenMP's threads waiting
-# on each other. A value set by hand is kept.
+# start inherit it (two workers of two threads each would oversubscribe two cores). A value set
+# by hand is kept.
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
 
