@@ -71,10 +71,10 @@ import torch  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
+from harness.config.devices import resolve_device  # noqa: E402
 from harness.stacking.stacked import train_stack  # noqa: E402
 from harness.sweeps.launcher import execute_jobs  # noqa: E402
 from harness.training import run as run_module  # noqa: E402
-from harness.training.building import resolve_device  # noqa: E402
 from harness.training.job import Job  # noqa: E402
 
 DEFAULT_ROOT = os.environ.get("HARNESS_DATA_ROOT", str(REPO.parent / "shared" / "data" / "mnist"))

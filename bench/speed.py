@@ -44,8 +44,8 @@ from hydra.utils import get_class
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from harness.data import load_mnist
-from harness.models import MLP_TARGET
+from harness.problems.classification.mnist import load_mnist
+from harness.problems.classification.networks import MLP_TARGET
 from harness.stacking.stacked import train_stack
 from harness.stacking.stacked_model import StackedMLP
 from harness.stacking.stacked_module import StackedModule

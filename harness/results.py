@@ -26,6 +26,7 @@ from pandas.api.types import union_categoricals
 
 from harness import storage
 from harness.config.identity import ID_COLUMNS, identity_config, identity_hash, run_identity
+from harness.config.targets import DEFAULT_PROBLEM, target_object
 from harness.errors import DataError
 from harness.storage import CURVES_TABLE, METRIC_COLUMNS, RUNS_TABLE, write_table
 
@@ -331,12 +332,8 @@ def _once_each(runs: pd.DataFrame) -> pd.DataFrame:
 def _recorded_direction(config_json: str) -> bool:
     """Whether the quality metric of the problem a run's identity names (its `problem._target_`;
     none: classification) is better higher: the problem class's own `higher_is_better`."""
-    from hydra.utils import get_class
-
-    target = json.loads(config_json).get(
-        "problem._target_", "harness.problems.classification.Classification"
-    )
-    return bool(get_class(target).higher_is_better)
+    target = json.loads(config_json).get("problem._target_", DEFAULT_PROBLEM)
+    return bool(target_object(target).higher_is_better)
 
 
 def _require_identities(runs: pd.DataFrame) -> None:

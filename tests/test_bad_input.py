@@ -6,8 +6,8 @@ import shutil
 import pytest
 
 from conftest import compose_config, hydra_context, run_cli, train_in_process
-from harness.data import MNIST_FILES
 from harness.errors import ConfigError
+from harness.problems.classification.mnist import MNIST_FILES
 from harness.training.job import Job
 from harness.training.run import check
 

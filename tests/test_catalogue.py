@@ -11,6 +11,7 @@ from hydra.utils import get_class
 from omegaconf import OmegaConf
 
 from conftest import CONF_DIR, REPO, SMALL_RUN, compose_config
+from harness.config.targets import build
 from harness.errors import ConfigError
 from harness.optimizers.catalogue import (
     HARNESS_KEYS,
@@ -18,7 +19,7 @@ from harness.optimizers.catalogue import (
     RUN_LENGTH_ARGUMENTS,
     catalogue,
 )
-from harness.training.building import build, optimizer_and_schedule, optimizer_factory
+from harness.training.building import optimizer_and_schedule, optimizer_factory
 
 CURATED = sorted(p.stem for p in (CONF_DIR / "optimizer").glob("*.yaml"))
 # Names the catalogue must hold: the optimizers a user asks about (issue 18), by package.

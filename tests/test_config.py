@@ -7,10 +7,11 @@ import torch
 from hydra.utils import instantiate
 
 from conftest import CONF_DIR, compose_config, hydra_context
+from harness.config.targets import build
 from harness.config.validate import validate_run
 from harness.errors import ConfigError
-from harness.models import lenet_multiply_adds
-from harness.training.building import build, build_optimizer
+from harness.problems.classification.networks import lenet_multiply_adds
+from harness.training.building import build_optimizer
 from harness.training.job import Job
 
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from conftest import write_idx
-from harness.data import MNIST_FILES, load_mnist, read_idx
 from harness.errors import DataError
+from harness.problems.classification.mnist import MNIST_FILES, load_mnist, read_idx
 
 
 def test_read_idx_roundtrip(tmp_path):

@@ -15,7 +15,6 @@ from layout_checks import defects
 from omegaconf import OmegaConf
 
 from conftest import HARNESS_TRAIN, MNIST_DIR, REPO, compose_config, run_cli, tiny_cfg
-from harness.data import load_mnist
 from harness.errors import ConfigError, DataError
 from harness.esgd import figures, methods, operators
 from harness.esgd.app import build_study, execute, study_id
@@ -23,7 +22,8 @@ from harness.esgd.pool import Plan
 from harness.esgd.rendering import render
 from harness.esgd.tables import read_tables
 from harness.esgd.trainer import Trainer
-from harness.models import MLP
+from harness.problems.classification.mnist import load_mnist
+from harness.problems.classification.networks import MLP
 
 
 @pytest.fixture(scope="module")

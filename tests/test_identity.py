@@ -200,7 +200,8 @@ def test_the_metric_direction_is_read_from_the_runs_table(tmp_path):
     frame = pd.DataFrame(
         {
             "quality": ["rmse"] * 2,
-            "config": [json.dumps({"problem._target_": "harness.recsys.problem.Ratings"})] * 2,
+            "config": [json.dumps({"problem._target_": "harness.problems.ratings.problem.Ratings"})]
+            * 2,
         }
     )
     with pytest.raises(ValueError, match="higher_is_better"):

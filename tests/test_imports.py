@@ -127,6 +127,31 @@ def test_the_sweep_report_and_the_esgd_study_import_nothing_of_each_other():
     assert not reach("harness.markdown")
 
 
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph between harness's packages and top-level modules (harness.X): an arrow where a
+    module of one imports a module of another. Entry points (`__main__`, imported by nothing)
+    are left out: they sit above everything."""
+    packages: dict[str, set[str]] = {}
+    for module, edges in graph.items():
+        if module.endswith(".__main__"):
+            continue
+        source = ".".join(module.split(".")[:2])
+        targets = {".".join(e.split(".")[:2]) for e in edges} - {source, "harness"}
+        packages.setdefault(source, set()).update(targets)
+    return packages
+
+
+def test_the_packages_of_harness_import_each_other_without_a_circle():
+    """Packages by concern form floors: problems and config low, training above them, stacking
+    and sweeps above training, the report on top."""
+    packages = package_graph(import_graph(REPO, "harness"))
+    cycle = find_cycle(packages)
+    assert cycle is None, "package circle: " + " -> ".join(cycle)
+    assert "harness.problems" in packages["harness.training"]  # a real graph
+    assert "harness.training" in packages["harness.stacking"]
+    assert packages["harness.problems"] <= {"harness.config", "harness.errors"}
+
+
 def test_the_walk_finds_a_circle_through_a_function_and_a_package(tmp_path):
     """The checker itself: a circle closed by a function-level import of a package whose
     __init__ imports a submodule is found; the same graph without it is not."""

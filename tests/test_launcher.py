@@ -13,9 +13,9 @@ from hydra.types import RunMode
 from omegaconf import OmegaConf
 
 from conftest import CONF_DIR, compose_config, hydra_context, max_difference, run_cli, small
-from harness.data import load_mnist
 from harness.errors import HarnessError
-from harness.models import MLP
+from harness.problems.classification.mnist import load_mnist
+from harness.problems.classification.networks import MLP
 from harness.stacking.stacked import execute_group, refusal
 from harness.sweeps import launcher
 from harness.sweeps.jobs import sweep_jobs

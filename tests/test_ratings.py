@@ -7,8 +7,8 @@ import torch
 
 from conftest import compose_config, hydra_context, run_cli
 from harness.errors import ConfigError, DataError
-from harness.recsys.data import load_movielens, synthetic_ratings
-from harness.recsys.models import MatrixFactorization, NeuralCF
+from harness.problems.ratings.data import load_movielens, synthetic_ratings
+from harness.problems.ratings.models import MatrixFactorization, NeuralCF
 
 
 def test_synthetic_ratings_are_seeded_zipfian_and_low_rank_plus_noise():
@@ -204,7 +204,7 @@ def test_a_bad_ratings_file_from_the_command_line_is_one_line(tmp_path, text):
 
 
 def test_validation_interactions_are_held_out_of_training_and_evaluated():
-    from harness.recsys.data import synthetic_ratings
+    from harness.problems.ratings.data import synthetic_ratings
 
     kwargs = {"num_users": 300, "num_items": 50, "num_interactions": 5000, "seed": 3}
     before = synthetic_ratings(**kwargs)  # no validation: the split drawn before it existed

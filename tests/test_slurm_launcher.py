@@ -13,8 +13,8 @@ import pytest
 from hydra.utils import instantiate
 
 from conftest import compose_config, hydra_context, max_difference, run_cli
-from harness.data import load_mnist
 from harness.errors import ConfigError, DataError
+from harness.problems.classification.mnist import load_mnist
 from harness.results import RUN_FILE
 
 TESTS = Path(__file__).resolve().parent

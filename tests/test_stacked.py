@@ -296,9 +296,9 @@ def test_seeds_of_an_optimizer_torch_fuses_share_one_fused_instance():
     """Three seeds of Adam on a net2-sized MLP (torch's fused step, as each would take in the
     stack alone) share one instance, fused too, also once a seed has left; a step of it is
     each seed's fused step alone."""
-    from harness.models import MLP
+    from harness.problems.classification.networks import MLP
     from harness.stacking.stacked_optimizers import Sharing, StackedOptimizers
-    from harness.stacking.update_rules import SHARED_STEP
+    from harness.training.stepping import SHARED_STEP
 
     def build(params):
         optimizer = torch.optim.Adam(params, lr=0.01)
@@ -334,9 +334,9 @@ def test_seeds_of_an_optimizer_torch_fuses_share_one_fused_instance():
 def test_shared_instance_carries_its_state_when_a_seed_leaves_the_stack():
     # Three seeds of one Lion config share an instance; after two steps the second leaves (as
     # a diverged run does): the two that stay go on exactly as each alone with its own Lion.
-    from harness.models import MLP
+    from harness.problems.classification.networks import MLP
     from harness.stacking.stacked_optimizers import Sharing, StackedOptimizers
-    from harness.stacking.update_rules import SHARED_STEP
+    from harness.training.stepping import SHARED_STEP
 
     lion = get_class("pytorch_optimizer.Lion")
 

@@ -21,11 +21,11 @@ from harness.errors import ConfigError
 from harness.stacking import stacked_graph
 from harness.stacking.stacked import Stack, train_stack
 from harness.stacking.stacked_module import StackedModule
-from harness.stacking.update_rules import OPTIMIZER_STEP, SHARED_STEP, STACKED_RULE, TORCH_FUSED
 from harness.sweeps import gpu_workers
 from harness.sweeps.launcher import default_workers, execute_jobs
 from harness.training.job import Job
 from harness.training.run import prepare, train_single
+from harness.training.stepping import OPTIMIZER_STEP, SHARED_STEP, STACKED_RULE, TORCH_FUSED
 
 OPTIMIZERS = sorted(p.stem for p in (CONF_DIR / "optimizer").glob("*.yaml"))
 needs_cuda = pytest.mark.skipif(

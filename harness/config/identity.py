@@ -12,6 +12,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from harness.config.targets import recorded_flat, recorded_targets
+
 # Config keys that say where or how fast a run executes, not what it computes: two runs that
 # differ only in these are the same experiment.
 EXECUTION_KEYS = (
@@ -71,8 +73,8 @@ def _get_key(config: dict, dotted: str) -> Any:
 
 def config_hash(config: dict) -> str:
     """A stable hash of what a run computes (execution-only keys, lookup tables and neutral
-    values of later keys left out)."""
-    config = json.loads(json.dumps(config))  # deep copy
+    values of later keys left out; moved targets under the name they were recorded by)."""
+    config = recorded_targets(config)  # a copy
     for key in NOT_COMPUTED_KEYS:
         _drop_key(config, key)
     for key, neutral in NEUTRAL_VALUES.items():
@@ -103,8 +105,9 @@ def flat_config(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def identity_config(config: dict[str, Any]) -> dict[str, Any]:
     """A run's identity: every key of its resolved config that changes what it computes, except
-    the seed (execution-only keys and lookup tables are left out), as {dotted key: value}."""
-    flat = flat_config(config)
+    the seed (execution-only keys and lookup tables are left out), as {dotted key: value};
+    moved targets under the name they were recorded by (`harness.config.targets`)."""
+    flat = recorded_flat(flat_config(config))
     dropped = tuple(NOT_COMPUTED_KEYS) + ("seed",)
     return {
         k: v

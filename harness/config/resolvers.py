@@ -32,14 +32,6 @@ def at(table, key):
     return table[key]
 
 
-def tuned(key: str, *, _root_):
-    """`${tuned:optimizer.lr}`: the value a tuning study chose for this job
-    (harness.tuning.selection, imported only when an evaluation preset uses it)."""
-    from harness.tuning.selection import resolve_tuned
-
-    return resolve_tuned(key, _root_=_root_)
-
-
 def space_of(optimizer: str, key: str, spaces):
     """The range of `key` in the search space `tune.space` declares for the optimizer choice
     `optimizer` (its own entry, else `default`), for Hydra's Optuna sweeper:
@@ -50,7 +42,6 @@ def space_of(optimizer: str, key: str, spaces):
     return space[key]
 
 
-OmegaConf.register_new_resolver("tuned", tuned, replace=True)
 OmegaConf.register_new_resolver("space_of", space_of, replace=True)
 OmegaConf.register_new_resolver("scaled_lr", scaled_lr, replace=True)
 OmegaConf.register_new_resolver("at", at, replace=True)

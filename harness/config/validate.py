@@ -10,15 +10,16 @@ from __future__ import annotations
 import importlib
 import inspect
 import numbers
+from typing import TYPE_CHECKING
 
 import torch
-from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
-from harness.data import NORMALIZATIONS
+from harness.config.targets import target_object
 from harness.errors import ConfigError
-from harness.models import INITS, LENET_TARGET, MLP_TARGET, resolve_activations
-from harness.problems import Problem
+
+if TYPE_CHECKING:
+    from harness.problems import Problem
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 ENGINES = ("single", "stacked", "auto")
@@ -26,7 +27,7 @@ GRAPH_SETTINGS = ("auto", "off")  # train.cuda_graph (harness.stacking.stacked_g
 CONSTANT_SCHEDULE = "torch.optim.lr_scheduler.ConstantLR"
 
 
-def _is_int(value: object) -> bool:
+def is_int(value: object) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
@@ -39,7 +40,7 @@ def require_int(
 ) -> None:
     if value is None and optional:
         return
-    if not _is_int(value):
+    if not is_int(value):
         raise ConfigError(f"{key} must be an integer, got {value!r}")
     if minimum is not None and value < minimum:
         raise ConfigError(f"{key} must be >= {minimum}, got {value}")
@@ -122,7 +123,7 @@ def sets_own_step_size(target: object) -> bool:
     """Whether the optimizer class `target` works out its own step size when given no `lr`:
     its constructor's `lr` defaults to None, or it has no `lr` at all (ALIG, Polyak's step)."""
     try:
-        parameters = inspect.signature(get_class(str(target))).parameters
+        parameters = inspect.signature(target_object(str(target))).parameters
     except Exception:  # an unknown class: instantiating it reports that, with its name
         return False
     lr = parameters.get("lr")
@@ -133,7 +134,7 @@ def validate_schedule(opt: DictConfig, schedule: DictConfig) -> None:
     """An optimizer that sets its own learning rate (YellowFin) would overwrite a schedule's
     changes at every step: only the constant schedule goes with it."""
     try:
-        tuned = getattr(get_class(opt.get("_target_")), "tuned_hyperparameters", ())
+        tuned = getattr(target_object(opt.get("_target_")), "tuned_hyperparameters", ())
     except Exception:  # an unknown class: instantiating it reports that, with its name
         return
     constant = schedule.get("_target_") == CONSTANT_SCHEDULE and schedule.get("factor") == 1.0
@@ -145,64 +146,6 @@ def validate_schedule(opt: DictConfig, schedule: DictConfig) -> None:
         raise ConfigError(
             f"{opt._target_} sets its own learning rate at every step; use schedule=constant"
         )
-
-
-def validate_model(model: DictConfig) -> None:
-    """The keys of the built-in models (MLP, LeNet); another model's constructor checks its
-    own arguments when it is built."""
-    target = model.get("_target_")
-    if target == LENET_TARGET:
-        channels = model.get("channels")
-        if not _positive_ints(channels) or len(channels) != 2:
-            raise ConfigError(f"model.channels must be two positive integers, got {channels!r}")
-        if not _positive_ints(model.get("hidden")):
-            raise ConfigError(
-                f"model.hidden must be a list of positive integers, got {model.get('hidden')!r}"
-            )
-        resolve_activations([1], [model.get("activation")])
-        _validate_init(model)
-        return
-    if target != MLP_TARGET:
-        return
-    hidden = model.get("hidden")
-    if not _positive_ints(hidden):
-        raise ConfigError(f"model.hidden must be a list of positive integers, got {hidden!r}")
-    activations = model.get("activations")
-    if activations is None or isinstance(activations, str):
-        raise ConfigError(f"model.activations must be a list of names, got {activations!r}")
-    if len(hidden) > 0:
-        resolve_activations(hidden, activations)
-    _validate_init(model)
-
-
-def _positive_ints(values) -> bool:  # noqa: ANN001 - anything a config holds
-    return (
-        values is not None
-        and not isinstance(values, str)
-        and all(_is_int(v) and v > 0 for v in values)
-    )
-
-
-def _validate_init(model: DictConfig) -> None:
-    require_choice(model.get("init"), "model.init", INITS)
-    if (
-        model.get("init") == "gaussian"
-        and require_number(model.get("init_std"), "model.init_std") <= 0
-    ):
-        raise ConfigError(f"model.init_std must be > 0, got {model.init_std}")
-
-
-def validate_data(data: DictConfig) -> None:
-    root = data.get("root")
-    if not isinstance(root, str) or not root:
-        raise ConfigError(f"data.root must be a folder path, got {root!r}")
-    require_int(data.get("train_size"), "data.train_size", minimum=1, optional=True)
-    require_int(data.get("test_size"), "data.test_size", minimum=1, optional=True)
-    require_int(data.get("val_size", 0), "data.val_size", minimum=0)
-    require_int(data.get("subset_seed"), "data.subset_seed")
-    require_choice(data.get("normalization"), "data.normalization", NORMALIZATIONS)
-    if not isinstance(data.get("verify_md5"), bool):
-        raise ConfigError(f"data.verify_md5 must be true or false, got {data.get('verify_md5')!r}")
 
 
 def validate_train(train: DictConfig) -> None:

@@ -17,6 +17,7 @@ import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from harness.config.devices import resolve_device
 from harness.config.identity import config_hash
 from harness.config.validate import DTYPES, validate_run
 from harness.errors import ConfigError
@@ -28,9 +29,8 @@ from harness.esgd.record import RECORD, UNRECORDED
 from harness.esgd.rendering import render
 from harness.esgd.settings import settings
 from harness.problems import problem_of
-from harness.problems.classification import Classification
+from harness.problems.classification.problem import Classification
 from harness.results import atomic_write_bytes, write_table
-from harness.training.building import resolve_device
 from harness.training.datasets import load_data
 from harness.training.run import package_versions
 

@@ -4,8 +4,8 @@ selection measure, and the test set, which only feeds the tables."""
 
 from __future__ import annotations
 
-from harness.data import TensorData
 from harness.errors import ConfigError
+from harness.problems.classification.mnist import TensorData
 
 
 def checked_data(data: TensorData, batch_size: int) -> TensorData:

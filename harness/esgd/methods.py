@@ -40,13 +40,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from harness.data import TensorData
 from harness.esgd.operators import align, choose_parents, rank, recombine, select
 from harness.esgd.pool import Plan, Pool
 from harness.esgd.settings import Settings
 from harness.esgd.trainer import UNUSED, Trainer
-from harness.models import MLP
-from harness.problems.classification import Classification
+from harness.problems.classification.mnist import TensorData
+from harness.problems.classification.networks import MLP
+from harness.problems.classification.problem import Classification
 from harness.stacking.stacked_model import StackedMLP
 from harness.training.engine import batch_indices
 

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 from omegaconf import DictConfig, OmegaConf
 
+from harness.config.targets import located
 from harness.config.validate import require_choice, require_int, require_number
 from harness.errors import ConfigError
-from harness.models import MLP_TARGET
+from harness.problems.classification.networks import MLP_TARGET
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ def settings(cfg: DictConfig) -> Settings:
         raise ConfigError(
             "ESGD measures fitness on training examples held out of SGD: set data.val_size > 0"
         )
-    if cfg.model.get("_target_") != MLP_TARGET:
+    if located(cfg.model.get("_target_")) != MLP_TARGET:
         raise ConfigError(f"ESGD trains stacked {MLP_TARGET} models, not {cfg.model._target_}")
     population = _positive(node, "population", minimum=2)
     sgd_steps = _positive(node, "sgd_steps")

@@ -13,7 +13,7 @@ import torch
 
 from harness.errors import HarnessError
 from harness.esgd.pool import Plan
-from harness.models import MLP
+from harness.problems.classification.networks import MLP
 from harness.stacking.stacked import Stack
 from harness.stacking.update_rules import rule_key
 

@@ -17,6 +17,8 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from harness.config.targets import DEFAULT_PROBLEM, build
+
 
 class Problem(ABC):
     """Data, model, loss and metrics of a workload.
@@ -92,14 +94,12 @@ class Problem(ABC):
 
 @functools.lru_cache(maxsize=8)
 def _problem(yaml: str) -> Problem:
-    from hydra.utils import instantiate
-
-    return instantiate(OmegaConf.create(yaml))
+    return build(OmegaConf.create(yaml))
 
 
 def problem_of(cfg: DictConfig) -> Problem:
     """The problem a config selects (`problem` group); classification when it names none."""
     node = cfg.get("problem")
     if node is None:
-        node = {"_target_": "harness.problems.classification.Classification"}
+        node = {"_target_": DEFAULT_PROBLEM}
     return _problem(OmegaConf.to_yaml(node, resolve=True))

@@ -10,10 +10,7 @@ from collections.abc import Callable
 import torch
 
 from harness.stacking.stacked_optimizers import OptimizerFactory, resliced, still_views
-from harness.training.stepping import in_train_mode
-
-# The probe's model: a hidden matrix, a head and its bias (Muon's split sees both of its parts).
-PROBE_SHAPES = ((3, 8), (2, 3), (2,))
+from harness.training.stepping import PROBE_SHAPES, in_train_mode
 
 
 @torch.no_grad()

@@ -37,11 +37,13 @@ import torch
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
+from harness.config.devices import resolve_device
 from harness.config.identity import config_id
+from harness.config.targets import located
 from harness.config.validate import DTYPES
 from harness.errors import HarnessError
-from harness.models import INIT_KEYS, MLP, MLP_TARGET, resolve_activations
 from harness.problems import Problem
+from harness.problems.classification.networks import INIT_KEYS, MLP, MLP_TARGET, resolve_activations
 from harness.stacking.probes import sharing_refusal, stacking_refusal
 from harness.stacking.stacked_graph import StepGraph, attach, probe_rows
 from harness.stacking.stacked_model import StackedMLP
@@ -51,7 +53,7 @@ from harness.stacking.stacked_optimizers import Sharing, StackedOptimizers
 from harness.stacking.update_rules import rule_key
 from harness.training import engine
 from harness.training import run as run_module
-from harness.training.building import optimizer_and_schedule, optimizer_factory, resolve_device
+from harness.training.building import optimizer_and_schedule, optimizer_factory
 from harness.training.checkpoint import Checkpoint, task_checkpoint
 from harness.training.datasets import data_key, load_data, run_length
 from harness.training.engine import Outcome, logged_hyperparameters
@@ -77,7 +79,7 @@ def refusal(job: Job) -> str | None:
     cfg, problem = job.cfg, job.problem
     if not problem.stackable:
         return f"its problem {type(problem).__name__} does not stack"
-    if cfg.model.get("_target_") != MLP_TARGET:
+    if located(cfg.model.get("_target_")) != MLP_TARGET:
         model_yaml = OmegaConf.to_yaml(cfg.model, resolve=True)
         reason = _module_probe(problem, model_yaml, cfg.train.dtype, data_key(cfg))
         if reason is not None:
@@ -192,7 +194,7 @@ def cuda_graph_setting(cfg: DictConfig) -> str:
 def _architecture(model: DictConfig) -> tuple:
     """What models of one stack share: an MLP's layers and activations; any other model's
     config but for its initialisation scheme."""
-    if model.get("_target_") == MLP_TARGET:
+    if located(model.get("_target_")) == MLP_TARGET:
         hidden = tuple(int(h) for h in model.hidden)
         return MLP_TARGET, hidden, tuple(resolve_activations(hidden, model.activations))
     config = OmegaConf.to_container(model, resolve=True)

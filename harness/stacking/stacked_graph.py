@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from harness.stacking.stacked_model import StackedMLP
-from harness.stacking.update_rules import STACKED_RULE, TORCH_FUSED
+from harness.training.stepping import STACKED_RULE, TORCH_FUSED
 
 if TYPE_CHECKING:
     from harness.stacking.stacked import Stack

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from harness.models import ACTIVATIONS, MLP
+from harness.problems.classification.networks import ACTIVATIONS, MLP
 
 _aten = torch.ops.aten
 

@@ -42,17 +42,19 @@ from harness.errors import HarnessError
 from harness.stacking.stacked_model import StackedMLP
 from harness.stacking.stacked_module import StackedModule
 from harness.stacking.update_rules import (
-    OPTIMIZER_STEP,
     RULES,
-    SHARED_STEP,
-    STACKED_RULE,
-    TORCH_FUSED,
     Coef,
     rule_key,
     use_fused,
 )
 from harness.training.restoring import load_optimizer_state
-from harness.training.stepping import failure_reason, in_train_mode
+from harness.training.stepping import (
+    SHARED_STEP,
+    STACKED_RULE,
+    failure_reason,
+    in_train_mode,
+    own_step_path,
+)
 
 OptimizerFactory = Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]
 # params -> (optimizer, its LR schedule), as a run's config builds them (building)
@@ -459,7 +461,7 @@ def _path(key: tuple | None, optimizer: torch.optim.Optimizer) -> str:
         return SHARED_STEP
     if key is not None:
         return STACKED_RULE
-    return TORCH_FUSED if optimizer.param_groups[0].get("fused") else OPTIMIZER_STEP
+    return own_step_path(optimizer)
 
 
 def _shared(key: tuple | None) -> bool:

@@ -10,9 +10,6 @@ from collections.abc import Callable
 import torch
 from torch.optim.optimizer import _get_scalar_dtype
 
-STACKED_RULE, TORCH_FUSED, OPTIMIZER_STEP = "stacked_rule", "torch_fused", "optimizer_step"
-SHARED_STEP = "shared_step"
-
 # Each built-in torch.optim class below is re-expressed with per-model hyper-parameters as [K, 1, 1]
 # (weights) or [K, 1] (biases) tensors, following torch's single-tensor implementation operation
 # by operation (same per-model scalars computed in Python doubles, same state initialisation), so

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 import torch
 
 from harness.config.validate import DTYPES
-from harness.problems.classification import EVAL_CHUNK
+from harness.problems.classification.problem import EVAL_CHUNK
 from harness.stacking.stacked import stack_key
 from harness.training.datasets import load_data
 from harness.training.job import Job

@@ -42,15 +42,15 @@ import torch.multiprocessing
 from omegaconf import DictConfig
 from tqdm import tqdm
 
+from harness.config.devices import resolve_device
 from harness.config.identity import config_id
-from harness.data import TensorData
+from harness.problems.classification.mnist import TensorData
 from harness.stacking.stacked import execute_group, refusal, stack_key
 from harness.sweeps import planning
 from harness.sweeps.gpu_workers import cuda_workers, device_memory
 from harness.sweeps.progress import Progress
 from harness.training import checkpoint
 from harness.training import run as run_module
-from harness.training.building import resolve_device
 from harness.training.datasets import adopt_data, data_key, load_data, run_length, train_size
 from harness.training.job import Job
 

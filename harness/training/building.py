@@ -1,61 +1,24 @@
-"""Building things from configs: any `_target_` node (`build`), a run's optimizer with its
-learning-rate schedule (`optimizer_and_schedule`, `build_optimizer`) — one builder for single
-runs, stacks and ESGD's pool — and the device a config names (`resolve_device`)."""
+"""Building a run's optimizer with its learning-rate schedule from configs
+(`optimizer_and_schedule`, `build_optimizer`): one builder for single runs, stacks and ESGD's
+pool."""
 
 from __future__ import annotations
 
 import functools
 import inspect
 import numbers
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
-from hydra.errors import InstantiationException
-from hydra.utils import get_method, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from harness.errors import ConfigError, HarnessError
+from harness.config.targets import build, target_object
+from harness.errors import ConfigError
 from harness.optimizers.catalogue import HARNESS_KEYS, RUN_LENGTH_ARGUMENTS, is_library_default
 
 if TYPE_CHECKING:
     from harness.training.job import Job
-
-
-def build(node: DictConfig, **kwargs: Any) -> Any:
-    """instantiate(node, _convert_="all", **kwargs) that lets the user-facing errors of our own
-    builders through unwrapped. A flat node (a target and its arguments, as every config here
-    is) is built directly: Hydra's instantiate copies and merges the node first, ~5 ms a call,
-    which a sweep of 1,000 runs pays 5,000 times."""
-    spec = OmegaConf.to_container(node, resolve=True)
-    target, partial = spec.pop("_target_", None), spec.pop("_partial_", False)
-    if isinstance(target, str) and not any(_needs_hydra(k, v) for k, v in spec.items()):
-        try:
-            factory = _located(target)
-            arguments = {**spec, **kwargs}
-            return functools.partial(factory, **arguments) if partial else factory(**arguments)
-        except HarnessError:
-            raise
-        except Exception:  # Hydra's instantiate below reports it, its own way
-            pass
-    try:
-        return instantiate(node, _convert_="all", **kwargs)
-    except InstantiationException as exc:
-        if isinstance(exc.__cause__, HarnessError):
-            raise exc.__cause__ from None
-        raise
-
-
-def _needs_hydra(key: str, value: Any) -> bool:
-    """A special key (_args_, _recursive_, ...) or, anywhere inside, a nested target: those are
-    for Hydra's instantiate."""
-    return key.startswith("_") or (isinstance(value, dict | list) and "_target_" in repr(value))
-
-
-@functools.cache
-def _located(target: str) -> Any:
-    return get_method(target)
 
 
 class Optimizers:
@@ -204,7 +167,7 @@ def _declared_value(key: str, value: Any, default: Any) -> Any:
         return dtype
     if isinstance(value, str) and callable(default) and default is not inspect.Parameter.empty:
         try:
-            return _located(value)
+            return target_object(value)
         except Exception:
             raise ConfigError(
                 f"optimizer.{key} must name a function (torch.max, ...), got {value!r}"
@@ -224,32 +187,3 @@ def build_optimizer(job: Job, model: torch.nn.Module, iterations: int):
     if len(pairs) == 1:
         return pairs[0]
     return Optimizers([o for o, _ in pairs]), Schedulers([s for _, s in pairs])
-
-
-def resolve_device(name: str) -> torch.device:
-    """The device a config names (`auto`: a GPU where there is one); a GPU named where there is
-    none is a one-line ConfigError. A CUDA device is made deterministic (`deterministic_cuda`)
-    here, before this process runs anything on it."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device={name} but CUDA is not available here; use device=auto or cpu")
-    if device.type == "cuda":
-        deterministic_cuda()
-    return device
-
-
-# cuBLAS's workspace per stream: bitwise the same results on any stream (a CUDA graph captures
-# on a stream of its own) and in any process. 4 MiB x 8 is torch's own size on Hopper GPUs.
-CUBLAS_WORKSPACE = ":4096:8"
-
-
-def deterministic_cuda() -> None:
-    """Settings under which a CUDA step computes the same bits given the same inputs, in any
-    process and on any stream: a fixed cuBLAS workspace per stream (read when a process first
-    uses cuBLAS; worker processes inherit it) and cuDNN's deterministic algorithms (a torch.func
-    stack's convolutions). Nothing is initialised on the device."""
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.benchmark = False

@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 from omegaconf import OmegaConf
 
+from harness.config.devices import resolve_device
 from harness.config.identity import config_hash
 from harness.results import CHECKPOINTS_FOLDER, RUN_FILE, atomic_write_bytes
-from harness.stacking.probes import PROBE_SHAPES
-from harness.training.building import optimizer_factory, resolve_device
+from harness.training.building import optimizer_factory
 from harness.training.datasets import run_length
 from harness.training.restoring import load_optimizer_state, rng_state, set_rng_state
-from harness.training.stepping import in_train_mode, needs_of, take_step
+from harness.training.stepping import PROBE_SHAPES, in_train_mode, needs_of, take_step
 
 if TYPE_CHECKING:
     from harness.training.job import Job

@@ -23,18 +23,18 @@ import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from harness.config.devices import resolve_device
 from harness.config.identity import config_hash
 from harness.config.validate import DTYPES, validate_run
 from harness.errors import ConfigError, HarnessError
 from harness.problems import Problem
 from harness.results import METRIC_COLUMNS, write_run
-from harness.stacking.update_rules import OPTIMIZER_STEP, TORCH_FUSED
 from harness.training import engine, memory
-from harness.training.building import build_optimizer, optimizer_and_schedule, resolve_device
+from harness.training.building import build_optimizer, optimizer_and_schedule
 from harness.training.checkpoint import Checkpoint, task_checkpoint
 from harness.training.datasets import data_key, data_on, iterations_of
 from harness.training.job import Job
-from harness.training.stepping import failure_reason
+from harness.training.stepping import failure_reason, own_step_path
 
 log = logging.getLogger(__name__)
 
@@ -179,10 +179,6 @@ def check(job: Job) -> None:
     """Raise the HarnessError `prepare` would raise for the job, without building its model:
     what a launcher runs on every job of a sweep before it creates anything."""
     cfg = job.cfg
-    if "esgd" in cfg:
-        from harness.esgd import ONE_STUDY_PER_COMMAND
-
-        raise ConfigError(ONE_STUDY_PER_COMMAND)
     validate_run(cfg, job.problem)
     resolve_device(cfg.device)
     setup = load_setup(job, torch.device("cpu"), DTYPES[cfg.train.dtype])
@@ -418,7 +414,7 @@ def train_single(
     setup = run.setup
     members = engine.Alone(run.model, run.optimizer, run.scheduler, setup.problem, setup.data)
     if checkpoint is not None:
-        checkpoint.layout = [f"{run.out_dir.name}: {single_update_path(run.optimizer)}"]
+        checkpoint.layout = [f"{run.out_dir.name}: {own_step_path(run.optimizer)}"]
     (outcome,) = engine.train(
         members,
         setup.problem,
@@ -457,12 +453,7 @@ def execute_job(job: Job, checkpoint_every_s: float | None = None) -> dict[str, 
     )
     checkpoint = task_checkpoint([job], False, checkpoint_every_s)
     outcome = train_single(run, show_progress(cfg.train.progress), checkpoint)
-    record = finish(run, outcome, "single", single_update_path(run.optimizer))
+    record = finish(run, outcome, "single", own_step_path(run.optimizer))
     if checkpoint is not None:
         checkpoint.remove()
     return record
-
-
-def single_update_path(optimizer: torch.optim.Optimizer) -> str:
-    """The single-run engine calls the optimizer's own step(), fused if it was built so."""
-    return TORCH_FUSED if optimizer.param_groups[0].get("fused") else OPTIMIZER_STEP

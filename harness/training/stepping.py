@@ -22,6 +22,21 @@ from typing import Any
 
 import torch
 
+# How a run's update is computed, as its record says: the optimizer's own step() (torch's fused
+# implementation where it runs), or in a stack one rule for the models of a slice or one step
+# shared by seeds of one config (harness.stacking).
+OPTIMIZER_STEP, TORCH_FUSED = "optimizer_step", "torch_fused"
+STACKED_RULE, SHARED_STEP = "stacked_rule", "shared_step"
+
+# The model of the optimizer probes (stacking, sharing, restoring): a hidden matrix, a head and
+# its bias (Muon's split sees both of its parts).
+PROBE_SHAPES = ((3, 8), (2, 3), (2,))
+
+
+def own_step_path(optimizer: torch.optim.Optimizer) -> str:
+    """The update path of an optimizer that calls its own step(): fused if it was built so."""
+    return TORCH_FUSED if optimizer.param_groups[0].get("fused") else OPTIMIZER_STEP
+
 
 @dataclass(frozen=True)
 class Needs:

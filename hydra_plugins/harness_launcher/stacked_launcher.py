@@ -161,6 +161,8 @@ class StackedLauncher(Launcher):
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
+        from harness.errors import ConfigError
+        from harness.esgd import ONE_STUDY_PER_COMMAND
         from harness.results import CHECKPOINTS_FOLDER, PLANNING_FILE
         from harness.sweeps import planning  # torch is imported only when jobs train
         from harness.sweeps.finished import resumed
@@ -191,6 +193,8 @@ class StackedLauncher(Launcher):
             result.return_value = resumed(job.resolved, sweep_dir, job.out_dir, job.choices)
             if result.return_value is not None:
                 continue
+            if "esgd" in job.cfg:  # a population study (harness.esgd), not a run of a sweep
+                raise ConfigError(ONE_STUDY_PER_COMMAND)
             run_job = Job.of(job.cfg, job.out_dir, job.choices)  # its problem, resolved once
             run_module.check(run_job)  # a bad value stops the sweep here: nothing is written
             jobs.append((job, result, run_job))

@@ -8,18 +8,19 @@ import torch
 from omegaconf import DictConfig
 from torch.nn import functional as F
 
-from harness.data import TensorData
+from harness.config.targets import build, located
 from harness.errors import ConfigError
-from harness.models import LENET_TARGET, lenet_multiply_adds
 from harness.problems import Problem
-from harness.training.building import build
+from harness.problems.classification.checks import validate_data, validate_model
+from harness.problems.classification.mnist import TensorData
+from harness.problems.classification.networks import LENET_TARGET, lenet_multiply_adds
 
 EVAL_CHUNK = 10_000  # rows per forward pass during evaluation: bounds memory on any device
 
 
 class Classification(Problem):
-    """Data: `harness.data.TensorData` (features and labels); model: `cfg.model`, built with the
-    data's number of features and classes (harness.models.MLP for the course's nets)."""
+    """Data: `mnist.TensorData` (features and labels); model: `cfg.model`, built with the data's
+    number of features and classes (`networks.MLP` for the course's nets)."""
 
     quality = "accuracy"
     higher_is_better = True
@@ -77,9 +78,7 @@ class Classification(Problem):
         return ("test",) if data.y_val is None else ("val", "test")
 
     def check(self, cfg: DictConfig) -> None:
-        from harness.config.validate import validate_data, validate_model
-
-        if str(cfg.model.get("_target_", "")).startswith("harness.recsys."):
+        if str(located(cfg.model.get("_target_", ""))).startswith("harness.problems.ratings."):
             raise ConfigError(
                 f"{cfg.model._target_} is a model of ratings: add +problem=ratings "
                 "data=synthetic_ratings (or data=movielens)"
@@ -91,7 +90,7 @@ class Classification(Problem):
         """One training step (forward + backward) of an MLP: 2 FLOPs per multiply-add, forward,
         weight gradients, and input gradients of all layers but the first; of LeNet, three
         times its forward (other models count as an MLP of their `hidden`)."""
-        if cfg.model.get("_target_") == LENET_TARGET:
+        if located(cfg.model.get("_target_")) == LENET_TARGET:
             forward = lenet_multiply_adds(
                 in_features, classes, cfg.model.channels, cfg.model.hidden
             )

@@ -24,10 +24,11 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch.nn import functional as F
 
+from harness.config.devices import resolve_device
+from harness.config.targets import build
 from harness.errors import ConfigError
 from harness.problems import Problem
-from harness.recsys.data import Interactions
-from harness.training.building import build, resolve_device
+from harness.problems.ratings.data import Interactions
 
 # The optimizers of sparse table gradients, by the name `tables` takes.
 TABLE_OPTIMIZERS = {
@@ -54,10 +55,10 @@ def available_bytes(device: torch.device) -> int:
 
 
 class Ratings(Problem):
-    """Data: `harness.recsys.data.Interactions`; model: `cfg.model` (MatrixFactorization or
-    NeuralCF) built for the data's users and items; loss: mean squared error; metrics: RMSE on
-    the held-out ratings (validation, `data.val_size` of the training interactions, and test)
-    and, for synthetic data, against their noiseless truth."""
+    """Data: `data.Interactions`; model: `cfg.model` (MatrixFactorization or NeuralCF) built for
+    the data's users and items; loss: mean squared error; metrics: RMSE on the held-out ratings
+    (validation, `data.val_size` of the training interactions, and test) and, for synthetic
+    data, against their noiseless truth."""
 
     quality = "rmse"
     higher_is_better = False
