@@ -38,8 +38,8 @@ RUN_FILE = "run.json"
 METRICS_FILE = "metrics.parquet"
 # A sweep folder's record of its invocations (harness.sweeps.sweep writes it): what each planned.
 SWEEP_FILE = "sweep.json"
-# What a sweep's planning measured (its checks, step times and stacking probes), kept for its
-# resumes (harness.sweeps.planning writes it).
+# What a sweep's preflight measured (first-step checks, step times, probes), kept for its
+# resumes (harness.training.preflight writes it).
 PLANNING_FILE = "planning.json"
 # The checkpoints of a sweep's tasks in flight (harness.training.checkpoint writes them).
 CHECKPOINTS_FOLDER = ".checkpoints"

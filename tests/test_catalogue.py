@@ -111,7 +111,7 @@ def test_an_epochs_budget_gives_the_probes_the_runs_length(mnist_dir):
     """The stacking and checkpoint probes build Ranger21 with the run's steps also when the run
     is budgeted in epochs (of its training set: 2,000 examples here, in batches of 128)."""
     from harness.stacking import stacked
-    from harness.training import checkpoint, datasets
+    from harness.training import checkpoint, datasets, preflight
     from harness.training.job import Job
 
     overrides = ["optimizer=ranger21", "train.iterations=null", "train.epochs=2"]
@@ -121,8 +121,8 @@ def test_an_epochs_budget_gives_the_probes_the_runs_length(mnist_dir):
     assert datasets.train_size(job) == 2000 and datasets.run_length(job) == steps == 30
     stacked.refusal(job)
     checkpoint.probe([job])
-    assert {key[-1] for key in stacked.probe_outcomes() if key[0] == "stacks"} >= {steps}
-    assert {key[-1] for key in checkpoint.probe_outcomes()} >= {steps}
+    assert {key[-1] for key in preflight.measured()["stacks"]} >= {steps}
+    assert {key[-1] for key in preflight.measured()["restores"]} >= {steps}
 
 
 @pytest.mark.slow

@@ -61,7 +61,7 @@ def test_every_optimizer_is_exact_in_a_stack_or_trains_alone(tmp_path, mnist_dir
         assert record["engine"] == "single"
         return
     assert name not in ALONE, f"{name} now stacks"
-    assert len({stack_key(job.cfg) for job in jobs}) == 1
+    assert len({stack_key(job) for job in jobs}) == 1
     stacked = execute_group(jobs)
     alone = [
         execute_job(Job.of(job.cfg, tmp_path / f"alone{i}", job.choices))

@@ -64,7 +64,7 @@ def train_both(tmp_path, mnist_dir, base, configs):
         Job.of(cfg, tmp_path / f"stacked{i}", {"optimizer": cfg.optimizer._target_})
         for i, cfg in enumerate(cfgs)
     ]
-    assert len({stack_key(job.cfg) for job in jobs}) == 1 and not any(map(refusal, jobs))
+    assert len({stack_key(job) for job in jobs}) == 1 and not any(map(refusal, jobs))
     stacked = execute_group(jobs)
     single = [execute(job.cfg, tmp_path / f"single{i}", job.choices) for i, job in enumerate(jobs)]
     metrics = [
@@ -234,19 +234,19 @@ def job_of(overrides: list[str]) -> Job:
 def test_runs_stack_by_architecture_batch_data_and_dtype_not_optimizer_or_seed(mnist_dir):
     with hydra_context():
         base = [f"data.root={mnist_dir}", "model=net2"]
-        key = stack_key(compose_config(base))
+        key = stack_key(job_of(base))
         sgd = [*base, "optimizer=sgd", "optimizer.lr=0.5", "schedule=step"]
-        assert stack_key(compose_config(sgd)) == key
-        assert stack_key(compose_config([*base, "train.divergence_factor=3"])) == key
+        assert stack_key(job_of(sgd)) == key
+        assert stack_key(job_of([*base, "train.divergence_factor=3"])) == key
         # seeds stack: each model draws its own data order
-        assert stack_key(compose_config([*base, "seed=1"])) == key
+        assert stack_key(job_of([*base, "seed=1"])) == key
         for other in (
             "train.batch_size=64",
             "model=net3",
             "data.train_size=500",
             "train.dtype=float64",
         ):
-            assert stack_key(compose_config([*base, other])) != key, other
+            assert stack_key(job_of([*base, other])) != key, other
         assert refusal(job_of(base)) is None
         assert refusal(job_of([*base, "model._target_=torch.nn.Identity"])) is not None
 

@@ -9,8 +9,7 @@ import pytest
 from conftest import SMALL_RUN, CountingSGD, SlowSGD, compose_config, run_cli, train_in_process
 from harness.config.identity import config_hash
 from harness.results import PLANNING_FILE, load_curves, load_runs
-from harness.stacking import stacked
-from harness.training import checkpoint
+from harness.training import preflight
 from harness.training import run as run_module
 from harness.training.job import Job
 from harness.training.run import MIN_TIMED_STEPS, TIMED_STEPS, WARMUP_STEPS, check, execute
@@ -130,6 +129,11 @@ def test_cli_single_run_writes_under_results(tmp_path, mnist_dir):
     assert "Traceback" not in result.stderr
 
 
+def forget_preflight(monkeypatch) -> None:
+    """As in a new process: no optimizer checked or probed yet."""
+    monkeypatch.setattr(preflight, "_OUTCOMES", {check: {} for check in preflight.CHECKS})
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("optimizer", [CountingSGD, SlowSGD])
 def test_a_steps_time_alone_is_measured_in_a_few_of_its_steps_when_they_are_slow(
@@ -138,7 +142,7 @@ def test_a_steps_time_alone_is_measured_in_a_few_of_its_steps_when_they_are_slow
     """The first-step check times the optimizer's step alone: TIMED_STEPS steps of a cheap one
     (at most), MIN_TIMED_STEPS of one whose steps take seconds (its check costs a few of its
     steps, not 20)."""
-    monkeypatch.setattr(run_module, "_FIRST_STEPS", {})
+    forget_preflight(monkeypatch)
     if optimizer is CountingSGD:  # its steps take ~1 ms, ~0.1 s on a busy machine: let no
         monkeypatch.setattr(run_module, "CALIBRATION_S", math.inf)  # load decide its count
     target = f"optimizer._target_=conftest.{optimizer.__name__}"
@@ -149,7 +153,7 @@ def test_a_steps_time_alone_is_measured_in_a_few_of_its_steps_when_they_are_slow
     checked_and_warm = 1 + WARMUP_STEPS  # the checked step, then the warm-up
     timed = MIN_TIMED_STEPS if optimizer is SlowSGD else TIMED_STEPS
     assert optimizer.steps == checked_and_warm + timed
-    (failure, seconds), *_ = run_module._FIRST_STEPS.values()
+    (failure, seconds), *_ = preflight.measured()["first_step"].values()
     assert failure is None and seconds >= optimizer.seconds
 
 
@@ -159,12 +163,12 @@ def test_an_optimizer_that_fails_while_its_step_is_timed_passes_the_check_untime
 ):
     """Its first step trains (the check passes: training will tell the failure in its run),
     but a failed step is no step to time: in the warm-up or among the timed steps, no time."""
-    monkeypatch.setattr(run_module, "_FIRST_STEPS", {})
+    forget_preflight(monkeypatch)
     target = "optimizer._target_=conftest.FailingSGD"
     overrides = [*SMALL_RUN, "optimizer=sgd", target, f"+optimizer.fail_at={fail_at}"]
     job = Job.of(compose_config([f"data.root={mnist_dir}", *overrides]), "unused")
     check(job)
-    ((failure, seconds),) = run_module._FIRST_STEPS.values()
+    ((failure, seconds),) = preflight.measured()["first_step"].values()
     assert failure is None and seconds is None
 
 
@@ -184,9 +188,7 @@ def test_a_resumed_sweep_neither_checks_times_nor_probes_its_optimizers_again(
 
     def invocation(seeds: str) -> int:
         """The steps a new process takes to run the sweep with these seeds."""
-        monkeypatch.setattr(run_module, "_FIRST_STEPS", {})  # as in a new process
-        monkeypatch.setattr(stacked, "_PROBES", {})
-        monkeypatch.setattr(checkpoint, "_REFUSALS", {})
+        forget_preflight(monkeypatch)  # as in a new process
         CountingSGD.steps = 0
         result = train_in_process(*args, f"seed={seeds}", cwd=tmp_path)
         assert result.returncode == 0, result.stderr
@@ -194,28 +196,41 @@ def test_a_resumed_sweep_neither_checks_times_nor_probes_its_optimizers_again(
 
     first = invocation("0")  # checks and times, probes how the optimizer stacks, then trains
     stored = json.loads((sweep_dir / PLANNING_FILE).read_text())
-    assert len(stored["first_steps"]) == 1  # one optimizer, one model: one check
-    assert len(stored["probes"]) == 1  # one config of the optimizer: one stacking probe
-    assert len(stored["restore_probes"]) == 1  # and one checkpoint probe
+    outcomes = stored["outcomes"]
+    assert len(outcomes["first_step"]) == 1  # one optimizer, one model: one check
+    assert len(outcomes["stacks"]) == 1  # one config of the optimizer: one stacking probe
+    assert len(outcomes["restores"]) == 1  # and one checkpoint probe
     assert first > iterations + 1 + WARMUP_STEPS + TIMED_STEPS  # the probe steps it too
     assert invocation("0,1") == iterations  # seed 1 only trains
     records = [json.loads(p.read_text()) for p in sweep_dir.rglob("run.json")]
     seconds = {r["seed"]: r["step_time_alone_s"] for r in records}
-    assert seconds[0] == seconds[1] == stored["first_steps"][0][2]
+    assert seconds[0] == seconds[1] == outcomes["first_step"][0][1][1]
 
-    # checks stored in an earlier layout (keyed without their batch size): checked again,
-    # the probes adopted
+    # the layout before one table per check (2) is read as it is; in the one before that (1),
+    # first steps were keyed without their batch size: checked again, the probes adopted
+    earlier = {
+        "machine": stored["machine"],
+        "first_steps": [[key, *value] for key, value in outcomes["first_step"]],
+        "probes": [
+            [[check, *key], reason]
+            for check in ("stacks", "shares")
+            for key, reason in outcomes[check]
+        ],
+        "restore_probes": outcomes["restores"],
+    }
+    (sweep_dir / PLANNING_FILE).write_text(json.dumps({**earlier, "format": 2}))
+    assert invocation("0,1,2") == iterations
     check_steps = 1 + WARMUP_STEPS + TIMED_STEPS
-    (sweep_dir / PLANNING_FILE).write_text(json.dumps({**stored, "format": 1}))
-    assert invocation("0,1,2") == iterations + check_steps
+    (sweep_dir / PLANNING_FILE).write_text(json.dumps({**earlier, "format": 1}))
+    assert invocation("0,1,2,3") == iterations + check_steps
 
     # a batch size of its own: a check of its own (the step costs what its batch costs)
     args.append("train.batch_size=40")
     assert invocation("0") == iterations + check_steps
     stored = json.loads((sweep_dir / PLANNING_FILE).read_text())
-    assert len(stored["first_steps"]) == 2
+    assert len(stored["outcomes"]["first_step"]) == 2
     args.pop()
 
     stored["machine"]["processor"] = "another processor"
     (sweep_dir / PLANNING_FILE).write_text(json.dumps(stored))
-    assert invocation("0,1,2,3") == first
+    assert invocation("0,1,2,3,4") == first

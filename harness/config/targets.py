@@ -9,6 +9,7 @@ place still builds (`located`): a user's own config file, or a finished run's sa
 from __future__ import annotations
 
 import functools
+import json
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -113,3 +114,12 @@ def _needs_hydra(key: str, value: Any) -> bool:
     """A special key (_args_, _recursive_, ...) or, anywhere inside, a nested target: those are
     for Hydra's instantiate."""
     return key.startswith("_") or (isinstance(value, dict | list) and "_target_" in repr(value))
+
+
+def node_key(node: DictConfig, *, as_json: bool = False) -> str:
+    """A config node, resolved, as YAML (or sorted JSON), its targets as run identities record
+    them: what checks and caches find a node by, the same before and after a class moved."""
+    container = recorded_targets(OmegaConf.to_container(node, resolve=True))
+    if as_json:
+        return json.dumps(container, sort_keys=True)
+    return OmegaConf.to_yaml(OmegaConf.create(container))

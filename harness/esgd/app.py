@@ -32,7 +32,7 @@ from harness.problems import problem_of
 from harness.problems.classification.problem import Classification
 from harness.results import atomic_write_bytes, write_table
 from harness.training.datasets import load_data
-from harness.training.run import package_versions
+from harness.training.preflight import package_versions
 
 log = logging.getLogger(__name__)
 

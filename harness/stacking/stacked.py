@@ -37,9 +37,8 @@ import torch
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
-from harness.config.devices import resolve_device
 from harness.config.identity import config_id
-from harness.config.targets import located
+from harness.config.targets import located, node_key
 from harness.config.validate import DTYPES
 from harness.errors import HarnessError
 from harness.problems import Problem
@@ -51,11 +50,11 @@ from harness.stacking.stacked_module import StackedModule
 from harness.stacking.stacked_module import stacking_refusal as module_refusal
 from harness.stacking.stacked_optimizers import Sharing, StackedOptimizers
 from harness.stacking.update_rules import rule_key
-from harness.training import engine
+from harness.training import engine, preflight
 from harness.training import run as run_module
 from harness.training.building import optimizer_and_schedule, optimizer_factory
 from harness.training.checkpoint import Checkpoint, task_checkpoint
-from harness.training.datasets import data_key, load_data, run_length
+from harness.training.datasets import load_data
 from harness.training.engine import Outcome, logged_hyperparameters
 from harness.training.job import Job
 from harness.training.restoring import load_optimizer_state
@@ -81,7 +80,7 @@ def refusal(job: Job) -> str | None:
         return f"its problem {type(problem).__name__} does not stack"
     if located(cfg.model.get("_target_")) != MLP_TARGET:
         model_yaml = OmegaConf.to_yaml(cfg.model, resolve=True)
-        reason = _module_probe(problem, model_yaml, cfg.train.dtype, data_key(cfg))
+        reason = _module_probe(problem, model_yaml, cfg.train.dtype, job.data_key)
         if reason is not None:
             return f"its model {cfg.model._target_}: {reason}"
     needs = _optimizer_needs(cfg.optimizer._target_)
@@ -92,7 +91,7 @@ def refusal(job: Job) -> str | None:
         return f"optimizer {cfg.optimizer._target_} needs {needs.describe()}"
     if cfg.optimizer._target_.startswith("torch.optim."):
         return None
-    reason = _probe(_OptimizerNode(cfg.optimizer), cfg.train.dtype, run_length(job))
+    reason = _probe(_OptimizerNode(cfg.optimizer), cfg.train.dtype, job.run_length)
     return None if reason is None else f"optimizer {cfg.optimizer._target_}: {reason}"
 
 
@@ -112,7 +111,7 @@ class _OptimizerNode:
     YAML and read back can hold other values (an enum's name read back as a string)."""
 
     def __init__(self, node: DictConfig) -> None:
-        self.node, self.key = node, OmegaConf.to_yaml(node, resolve=True)
+        self.node, self.key = node, node_key(node)
 
     def __hash__(self) -> int:
         return hash(self.key)
@@ -121,28 +120,12 @@ class _OptimizerNode:
         return isinstance(other, _OptimizerNode) and other.key == self.key
 
 
-# Outcomes of the stacking and sharing probes (why not, or None) by what decides them: the
-# optimizer's values, the dtype, the run's length. A sweep probes each once, and keeps them in
-# its folder for its resumes and its worker processes (harness.sweeps.planning).
-_PROBES: dict[tuple, str | None] = {}
-
-
-def probe_outcomes() -> dict[tuple, str | None]:
-    """This process's probe outcomes, to hand to another process (or invocation)."""
-    return dict(_PROBES)
-
-
-def adopt_probe_outcomes(outcomes: dict[tuple, str | None]) -> None:
-    """Use probe outcomes found by another process (or invocation)."""
-    _PROBES.update(outcomes)
-
-
 def _probe(optimizer: _OptimizerNode, dtype: str, iterations: int) -> str | None:
-    key = ("stacks", optimizer.key, dtype, iterations)
-    if key not in _PROBES:
-        factory = optimizer_factory(optimizer.node, iterations)
-        _PROBES[key] = stacking_refusal(factory, DTYPES[dtype])
-    return _PROBES[key]
+    return preflight.outcome(
+        "stacks",
+        (optimizer.key, dtype, iterations),
+        lambda: stacking_refusal(optimizer_factory(optimizer.node, iterations), DTYPES[dtype]),
+    )
 
 
 @functools.lru_cache(maxsize=64)
@@ -160,7 +143,7 @@ def _module_probe(problem: Problem, model_yaml: str, dtype: str, data_json: str)
     return module_refusal(problem, models, data, torch.arange(2))
 
 
-def stack_key(cfg: DictConfig) -> tuple:
+def stack_key(job: Job) -> tuple:
     """The group of a valid run that can stack: model architecture, batch size, data config,
     length, evaluation and logging settings, dtype and device.
 
@@ -169,8 +152,8 @@ def stack_key(cfg: DictConfig) -> tuple:
     and draws its own data order); execution settings (threads, progress, train.engine) are
     ignored: the launcher decides on those. On CUDA, not train.cuda_graph: a stack has one.
     """
+    cfg, device = job.cfg, job.device
     train = cfg.train
-    device = resolve_device(cfg.device)
     return (
         *_architecture(cfg.model),
         train.batch_size,
@@ -182,7 +165,7 @@ def stack_key(cfg: DictConfig) -> tuple:
         train.dtype,
         str(device),
         cuda_graph_setting(cfg) if device.type == "cuda" else None,
-        data_key(cfg),
+        job.data_key,
     )
 
 
@@ -414,10 +397,11 @@ def _sharing(run: run_module.PreparedRun, config_id: str) -> Sharing | None:
 
 
 def _sharing_probe(optimizer: _OptimizerNode, iterations: int) -> str | None:
-    key = ("shares", optimizer.key, iterations)
-    if key not in _PROBES:
-        _PROBES[key] = sharing_refusal(optimizer_factory(optimizer.node, iterations))
-    return _PROBES[key]
+    return preflight.outcome(
+        "shares",
+        (optimizer.key, iterations),
+        lambda: sharing_refusal(optimizer_factory(optimizer.node, iterations)),
+    )
 
 
 def execute_group(
@@ -438,7 +422,7 @@ def execute_group(
         if runs:  # one copy of the data for the whole stack
             prepared.setup = dataclasses.replace(prepared.setup, data=runs[0].setup.data)
         runs.append(prepared)
-    if len({stack_key(r.cfg) for r in runs}) != 1:  # prepare validated them
+    if len({stack_key(job) for job in jobs}) != 1:  # prepare validated them
         raise ValueError("execute_group() needs jobs that share one stack_key")
     if threads is not None:
         torch.set_num_threads(threads)

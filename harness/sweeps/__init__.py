@@ -6,8 +6,6 @@
 - `finished`: the index of a folder's finished runs, and the resume check of every job
 - `progress`: the progress line (runs done, time elapsed and left)
 - `launcher`: which engine trains each job, in which process (tasks, worker processes)
-- `planning`: what a sweep's first-step checks, step times and probes measured, kept in its
-  folder for its resumes and its workers
 - `gpu_workers`: how many worker processes share one GPU
 The Hydra plugins that call them are in hydra_plugins/ (Hydra finds plugins there).
 """

@@ -92,7 +92,7 @@ def cuda_workers(
         return most, rule + "; the device's memory unknown)"
     groups: dict[tuple, list[Job]] = {}
     for job in jobs:
-        groups.setdefault(stack_key(job.cfg), []).append(job)
+        groups.setdefault(stack_key(job), []).append(job)
     budget = MEMORY_SHARE * memory
     for workers in range(most, 0, -1):
         each = max(

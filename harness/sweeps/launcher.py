@@ -42,16 +42,14 @@ import torch.multiprocessing
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from harness.config.devices import resolve_device
 from harness.config.identity import config_id
 from harness.problems.classification.mnist import TensorData
 from harness.stacking.stacked import execute_group, refusal, stack_key
-from harness.sweeps import planning
 from harness.sweeps.gpu_workers import cuda_workers, device_memory
 from harness.sweeps.progress import Progress
-from harness.training import checkpoint
+from harness.training import checkpoint, preflight
 from harness.training import run as run_module
-from harness.training.datasets import adopt_data, data_key, load_data, run_length, train_size
+from harness.training.datasets import adopt_data, load_data, train_size
 from harness.training.job import Job
 
 log = logging.getLogger(__name__)
@@ -79,7 +77,7 @@ def estimated_work(job: Job) -> float:
     train = cfg.train
     flops = job.problem.flops(cfg)  # one training step of one model
     n_train = train_size(job)
-    iterations = run_length(job)
+    iterations = job.run_length
     step = flops + STEP_OVERHEAD_FLOPS
     forward_per_example = flops / (3 * train.batch_size)  # about a third of a step
     examples = min(train.eval_train_size or n_train, n_train) + (
@@ -104,7 +102,7 @@ def estimated_seconds(job: Job) -> float | None:
     as `run.check` measured it (an optimizer's step costs 100x more in some than in others);
     None where it was not measured. An upper bound in a stack, whose models share a pass."""
     step = run_module.checked_step_time(job)
-    return None if step is None else step * run_length(job)
+    return None if step is None else step * job.run_length
 
 
 def plan(
@@ -147,7 +145,7 @@ def plan(
             unsaved_because = checkpoint.refusal(job) if checkpoints else None
             if unsaved_because is not None:
                 unsaved[unsaved_because] += 1
-            groups.setdefault((stack_key(job.cfg), unsaved_because), []).append(index)
+            groups.setdefault((stack_key(job), unsaved_because), []).append(index)
     for reason, runs in refused.items():
         log.info("%d run(s) cannot stack, %s: they train with the single-run engine", runs, reason)
     for reason, runs in unsaved.items():
@@ -243,7 +241,7 @@ def _worker_init(level: int, datasets: dict[str, TensorData], measured: dict) ->
     torch.set_num_threads(1)
     logging.basicConfig(level=level, format="[%(processName)s] %(message)s")
     adopt_data(datasets)
-    planning.adopt(measured)  # checked, timed and probed here once, not per worker
+    preflight.adopt(measured)  # checked, timed and probed here once, not per worker
 
 
 def execute_jobs(
@@ -287,7 +285,7 @@ def execute_jobs(
     if known:  # what is left of a task that goes on from its checkpoint
         for task in tasks:
             for i in task.jobs:
-                seconds[i] *= max(0.0, 1 - task.trained / run_length(jobs[i]))
+                seconds[i] *= max(0.0, 1 - task.trained / jobs[i].run_length)
     pooled = [t for t in tasks if use_workers and not t.here]
     progress = Progress(len(jobs), costs=seconds if known else None, workers=parts)
 
@@ -319,7 +317,7 @@ def default_workers(jobs: Sequence[Job], max_stack: int | None = None) -> int:
     """Worker processes for `jobs` where none are asked for: one per core, or on a GPU as
     many as share it (`cuda_workers`, its rule logged)."""
     cores = os.cpu_count() or 1
-    gpus = [d for d in (resolve_device(job.cfg.device) for job in jobs) if d.type == "cuda"]
+    gpus = [d for d in (job.device for job in jobs) if d.type == "cuda"]
     if not gpus:
         return cores
     workers, rule = cuda_workers(jobs, device_memory(gpus[0]), cores, max_stack)
@@ -347,7 +345,7 @@ def _train_in_workers(
     each begins and `record` each as it finishes. The data sets are loaded here once and shared
     with the workers, with the optimizers' first-step checks and step times (`run.check` found
     them here)."""
-    data_jobs = {data_key(jobs[i].cfg): jobs[i] for t in tasks for i in t.jobs}
+    data_jobs = {jobs[i].data_key: jobs[i] for t in tasks for i in t.jobs}
     datasets = {key: load_data(job.cfg, job.problem) for key, job in data_jobs.items()}
     tasks = largest_first(tasks, jobs)
     log.info("training %d tasks in %d worker processes", len(tasks), min(workers, len(tasks)))
@@ -359,7 +357,7 @@ def _train_in_workers(
         initargs=(
             logging.getLogger("harness").getEffectiveLevel(),
             datasets,
-            planning.measured(),
+            preflight.measured(),
         ),
     ) as pool:
         futures = {

@@ -1,11 +1,12 @@
 """Training one run, or the members of one stack, from a composed config.
 
-- `job`: a run to train, with its problem resolved once; `datasets`: its data set, loaded once
-  per process, and its run length in steps
-- `building`: anything from a config, the device it names, the one optimizer-and-schedule
-  builder
+- `job`: a run to train, with what follows from its config (problem, device, run length, keys)
+  resolved once; `datasets`: its data set, loaded once per process, and its run length
+- `building`: the one optimizer-and-schedule builder; `schedules`: schedules torch lacks
+- `preflight`: what is measured of an optimizer config before a sweep trains it (first step,
+  step time alone, stacking, sharing and restore probes), once, kept in the sweep's folder
 - `engine`: the one training loop (K members on shared mini-batches; a run alone is K = 1);
-  `stepping`: closures, second-order backward, train/eval modes
+  `stepping`: closures, second-order backward, train/eval modes, update paths
 - `run`: one run from a config: validate, build, train, write its results
 - `checkpoint` / `restoring`: a training saved at intervals and gone on from, bit for bit
 - `memory`: what a probe may allocate

@@ -29,13 +29,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
-from omegaconf import OmegaConf
 
-from harness.config.devices import resolve_device
-from harness.config.identity import config_hash
 from harness.results import CHECKPOINTS_FOLDER, RUN_FILE, atomic_write_bytes
+from harness.training import preflight
 from harness.training.building import optimizer_factory
-from harness.training.datasets import run_length
 from harness.training.restoring import load_optimizer_state, rng_state, set_rng_state
 from harness.training.stepping import PROBE_SHAPES, in_train_mode, needs_of, take_step
 
@@ -141,7 +138,7 @@ def task_checkpoint(jobs: Sequence[Job], stacked: bool, every_s: float | None) -
     if len(folders) != 1:
         return None
     folder = folders.pop() / CHECKPOINTS_FOLDER
-    runs, hashes = [job.out_dir.name for job in jobs], [_hash(job) for job in jobs]
+    runs, hashes = [job.out_dir.name for job in jobs], [job.config_hash for job in jobs]
     checkpoint = Checkpoint(folder, runs, hashes, _execution(jobs[0], stacked), every_s or 0.0)
     if every_s is None:
         if not checkpoint.state_path.exists():
@@ -164,7 +161,7 @@ def refusal(job: Job) -> str | None:
 def _execution(job: Job, stacked: bool) -> list[str]:
     """How a task trains, beside what its configs compute: its engine and device (a checkpoint
     of a stack on a GPU is not a lone run's on this CPU)."""
-    return ["stacked" if stacked else "single", str(resolve_device(job.cfg.device))]
+    return ["stacked" if stacked else "single", str(job.device)]
 
 
 def _problem_refusal(job: Job) -> str | None:
@@ -238,22 +235,12 @@ def saved_tasks(jobs: Sequence[Job]) -> list[tuple[list[int], bool, int]]:
             runs = [position.get((sweep, name)) for name in index["runs"]]
             if None in runs or taken & set(runs):
                 continue
-            found = [_hash(jobs[i]) for i in runs], _execution(jobs[runs[0]], index["stacked"])
+            found = [jobs[i].config_hash for i in runs], _execution(jobs[runs[0]], index["stacked"])
             if found != (index["config_hashes"], index["execution"]):
                 continue
             taken |= set(runs)
             tasks.append((runs, index["stacked"], index["iteration"]))
     return tasks
-
-
-def _hash(job: Job) -> str:
-    return config_hash(OmegaConf.to_container(job.cfg, resolve=True))
-
-
-# restore_refusal's outcome per optimizer config and run length: probed once per sweep, where
-# it is planned, and kept with its other probes (harness.sweeps.planning) for its workers and
-# resumes
-_REFUSALS: dict[tuple[str, int], str | None] = {}
 
 
 def probe(jobs: Sequence[Job]) -> None:
@@ -262,20 +249,14 @@ def probe(jobs: Sequence[Job]) -> None:
         _refusal(job)
 
 
-def probe_outcomes() -> dict[tuple[str, int], str | None]:
-    return dict(_REFUSALS)
-
-
-def adopt_probe_outcomes(outcomes: dict[tuple[str, int], str | None]) -> None:
-    _REFUSALS.update(outcomes)
-
-
 def _refusal(job: Job) -> str | None:
-    node, iterations = job.cfg.optimizer, run_length(job)
-    key = (OmegaConf.to_yaml(node, resolve=True), iterations)
-    if key not in _REFUSALS:
-        _REFUSALS[key] = restore_refusal(optimizer_factory(node, iterations))
-    return _REFUSALS[key]
+    """`restore_refusal` of the job's optimizer config, probed once (harness.training.preflight)."""
+    node, iterations = job.cfg.optimizer, job.run_length
+    return preflight.outcome(
+        "restores",
+        (job.optimizer_key, iterations),
+        lambda: restore_refusal(optimizer_factory(node, iterations)),
+    )
 
 
 PROBE_STEPS = 6  # the probe's steps, half before its checkpoint and half after

@@ -8,10 +8,11 @@ sweep's worker processes are handed the planner's (`adopt_data`) instead of pars
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
+
+from harness.config.targets import node_key
 
 if TYPE_CHECKING:
     from harness.problems import Problem
@@ -25,7 +26,7 @@ _ON_DEVICE: dict[tuple, Any] = {}  # the last data set moved to a device and dty
 
 def data_key(cfg: DictConfig) -> str:
     """A data config, resolved, as JSON: runs with the same one train on the same data."""
-    return json.dumps(OmegaConf.to_container(cfg.data, resolve=True), sort_keys=True)
+    return node_key(cfg.data, as_json=True)
 
 
 def load_data(cfg: DictConfig, problem: Problem) -> Any:

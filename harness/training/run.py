@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
-import os
-import platform
 import socket
 import sys
 import time
 import warnings
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -23,22 +19,20 @@ import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from harness.config.devices import resolve_device
 from harness.config.identity import config_hash
+from harness.config.targets import node_key, recorded_targets
 from harness.config.validate import DTYPES, validate_run
 from harness.errors import ConfigError, HarnessError
 from harness.problems import Problem
 from harness.results import METRIC_COLUMNS, write_run
-from harness.training import engine, memory
+from harness.training import engine, memory, preflight
 from harness.training.building import build_optimizer, optimizer_and_schedule
 from harness.training.checkpoint import Checkpoint, task_checkpoint
-from harness.training.datasets import data_key, data_on, iterations_of
+from harness.training.datasets import data_on, iterations_of
 from harness.training.job import Job
 from harness.training.stepping import failure_reason, own_step_path
 
 log = logging.getLogger(__name__)
-
-PACKAGES = ("torch", "torchvision", "hydra-core", "numpy", "pandas", "optimizer-harness")
 
 
 @dataclass(frozen=True)
@@ -80,17 +74,6 @@ def load_setup(job: Job, device: torch.device, dtype: torch.dtype) -> Setup:
         divergence_factor=train.divergence_factor,
     )
     return Setup(problem, data, eval_idx.sort().values.to(device), schedule)
-
-
-@functools.cache  # one lookup per process: the installed packages do not change during a sweep
-def package_versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
 
 
 def final_metrics(rows: list[tuple[int, float, float, str, float]], problem: Problem) -> dict:
@@ -149,7 +132,7 @@ def prepare(job: Job) -> PreparedRun:
     started = time.perf_counter()
     cfg = job.cfg
     validate_run(cfg, job.problem)
-    device = resolve_device(cfg.device)
+    device = job.device
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
     dtype = DTYPES[cfg.train.dtype]
@@ -180,7 +163,7 @@ def check(job: Job) -> None:
     what a launcher runs on every job of a sweep before it creates anything."""
     cfg = job.cfg
     validate_run(cfg, job.problem)
-    resolve_device(cfg.device)
+    job.device  # noqa: B018 - a device named where there is none fails here, in one line
     setup = load_setup(job, torch.device("cpu"), DTYPES[cfg.train.dtype])
     probe = torch.nn.ParameterList([torch.nn.Parameter(torch.zeros(1))])
     optimizer_and_schedule(  # every job's values, as the constructors check them
@@ -189,41 +172,11 @@ def check(job: Job) -> None:
     first_step_check(job, setup)
 
 
-# Outcomes of `first_step_check` by what decides them (`_first_step_key`: the optimizer class
-# with its settings that are not real numbers, so a learning-rate grid is one check, ...). A
-# sweep checks (and times) each once: (why it fails or None, s per step), and keeps them in its
-# folder for its resumes and its worker processes (harness.sweeps.planning).
-_FIRST_STEPS: dict[tuple, tuple[str | None, float | None]] = {}
 # The calibration of a step alone: steps taken after the checked one, before timing (caches,
 # lazy state); then steps timed until TIMED_STEPS are, or CALIBRATION_S has passed after at
 # least MIN_TIMED_STEPS: a step of seconds (Kron's dense preconditioner on a 784-wide layer)
 # is measured in a few, and a check costs a few of the run's own steps, not 20.
 WARMUP_STEPS, TIMED_STEPS, MIN_TIMED_STEPS, CALIBRATION_S = 2, 20, 3, 1.0
-
-
-@functools.cache  # read once per process: every stored check writes it
-def machine() -> dict[str, Any]:
-    """What a step's time depends on beside its config: the processor, its cores, the
-    packages. Stored outcomes are reused only on a machine that matches."""
-    cpuinfo = Path("/proc/cpuinfo")
-    names = [
-        line.split(":", 1)[1].strip()
-        for line in (cpuinfo.read_text().splitlines() if cpuinfo.exists() else [])
-        if line.startswith("model name")
-    ]
-    processor = names[0] if names else platform.processor()
-    return {"processor": processor, "cores": os.cpu_count(), "versions": package_versions()}
-
-
-def first_steps() -> dict[tuple, tuple[str | None, float | None]]:
-    """This process's outcomes of `first_step_check`, to hand to another process (or
-    invocation: harness.sweeps.planning keeps them in a sweep's folder)."""
-    return dict(_FIRST_STEPS)
-
-
-def adopt_first_steps(outcomes: dict[tuple, tuple[str | None, float | None]]) -> None:
-    """Use outcomes of `first_step_check` found by another process (or invocation)."""
-    _FIRST_STEPS.update(outcomes)
 
 
 def _first_step_key(job: Job, device: torch.device) -> tuple:
@@ -232,12 +185,12 @@ def _first_step_key(job: Job, device: torch.device) -> tuple:
     data, batch size, dtype, device, the threads it is timed with and the problem. Not the run's
     length: a tuning study's short phase and its full-length phase share their checks."""
     cfg = job.cfg
-    optimizer = OmegaConf.to_container(cfg.optimizer, resolve=True)
+    optimizer = recorded_targets(OmegaConf.to_container(cfg.optimizer, resolve=True))
     settings = {k: v for k, v in optimizer.items() if not isinstance(v, float)}
     return (
         json.dumps(settings, sort_keys=True, default=str),
-        *(OmegaConf.to_yaml(cfg[k], resolve=True) for k in ("schedule", "model")),
-        data_key(cfg),
+        *(node_key(cfg[k]) for k in ("schedule", "model")),
+        job.data_key,
         cfg.train.dtype,
         str(device),
         type(job.problem).__qualname__,
@@ -259,9 +212,7 @@ def first_step_check(job: Job, setup: Setup) -> None:
     trains or is written. If it passes, the copy's step is timed alone (`step_time_alone`).
     The global random state is left as it was, so the run computes what it would without."""
     key = _first_step_key(job, setup.eval_train_idx.device)
-    if key not in _FIRST_STEPS:
-        _FIRST_STEPS[key] = _first_steps(job, setup)
-    failure = _FIRST_STEPS[key][0]
+    failure, _ = preflight.outcome("first_step", key, lambda: _first_steps(job, setup))
     if failure is not None:
         raise ConfigError(f"optimizer {job.cfg.optimizer.get('_target_')} {failure}")
 
@@ -270,14 +221,14 @@ def step_time_alone(job: Job, setup: Setup) -> float | None:
     """Seconds per optimizer step of the job's model and optimizer trained alone, measured by
     `first_step_check` (which `prepare` ran): a stack's members share its time, so this is
     each run's own cost (an optimizer's step differs 100x across the catalogue)."""
-    found = _FIRST_STEPS.get(_first_step_key(job, setup.eval_train_idx.device))
+    found = preflight.known("first_step", _first_step_key(job, setup.eval_train_idx.device))
     return None if found is None else found[1]
 
 
 def checked_step_time(job: Job) -> float | None:
     """The step time alone that `check` measured for the job (on the CPU, where it checks):
     what a launcher plans its stacks by. None if it was not checked in this process."""
-    found = _FIRST_STEPS.get(_first_step_key(job, torch.device("cpu")))
+    found = preflight.known("first_step", _first_step_key(job, torch.device("cpu")))
     return None if found is None else found[1]
 
 
@@ -389,7 +340,7 @@ def finish(
         "threads": torch.get_num_threads(),
         "host": socket.gethostname(),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "versions": package_versions(),
+        "versions": preflight.package_versions(),
     }
     write_run(run.out_dir, record, metrics)
     final = record["final"]

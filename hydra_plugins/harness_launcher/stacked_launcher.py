@@ -12,7 +12,7 @@ writing Hydra's files and setting up its own logging before it trains. This laun
 3. checks every other job (`run.check`): a bad value in any job stops the sweep before any run
    folder is created. Each optimizer's first step is checked and timed once per sweep, and
    how each optimizer config stacks is probed once: the outcomes are kept in the sweep folder
-   (`planning.json`, harness.sweeps.planning) for its resumes;
+   (`planning.json`, harness.training.preflight) for its resumes;
 4. creates the run folders with Hydra's `.hydra/` files (config.yaml, hydra.yaml,
    overrides.yaml), sets up logging once (the log goes to the sweep folder) and trains the
    jobs (harness.sweeps.launcher.execute_jobs);
@@ -164,8 +164,8 @@ class StackedLauncher(Launcher):
         from harness.errors import ConfigError
         from harness.esgd import ONE_STUDY_PER_COMMAND
         from harness.results import CHECKPOINTS_FOLDER, PLANNING_FILE
-        from harness.sweeps import planning  # torch is imported only when jobs train
         from harness.sweeps.finished import resumed
+        from harness.training import preflight  # torch is imported only when jobs train
         from harness.training import run as run_module
         from harness.training.job import Job
 
@@ -176,7 +176,7 @@ class StackedLauncher(Launcher):
         log.info(f"Stacked launcher: {len(job_overrides)} jobs")
         returns: list[JobReturn] = []
         jobs: list[Prepared] = []
-        kept = planning.load(sweep_dir / PLANNING_FILE)
+        kept = preflight.load(sweep_dir / PLANNING_FILE)
         for num, overrides in enumerate(job_overrides, initial_job_idx):
             log.info(f"\t#{num} : {' '.join(filter_overrides(overrides))}")
             job = self._prepare(num, overrides, sweep_dir)
@@ -199,9 +199,9 @@ class StackedLauncher(Launcher):
             run_module.check(run_job)  # a bad value stops the sweep here: nothing is written
             jobs.append((job, result, run_job))
             # the checks are kept as they are found: a zoo's take minutes, and may be cut off
-            if planning.count() > kept and sweep_dir.is_dir():
-                kept = planning.count()
-                planning.save(sweep_dir / PLANNING_FILE)
+            if preflight.count() > kept and sweep_dir.is_dir():
+                kept = preflight.count()
+                preflight.save(sweep_dir / PLANNING_FILE)
         if jobs:
             self._train(jobs, sweep_dir)
         elif (sweep_dir / CHECKPOINTS_FOLDER).is_dir():  # left by a stop as its last runs ended
@@ -213,8 +213,8 @@ class StackedLauncher(Launcher):
 
     def _train(self, jobs: list[Prepared], sweep_dir: Path) -> None:
         from harness.results import PLANNING_FILE, RunRecord
-        from harness.sweeps import planning
         from harness.sweeps.launcher import execute_jobs
+        from harness.training import preflight
 
         assert self.config is not None and self.hydra_context is not None
         per_job = self._start_jobs(jobs, sweep_dir)
@@ -226,7 +226,7 @@ class StackedLauncher(Launcher):
                 use_workers=self.use_workers,
                 max_stack=self.max_stack,
                 max_stack_s=self.max_stack_s,
-                planned=lambda: planning.save(sweep_dir / PLANNING_FILE),  # the stacking probes
+                planned=lambda: preflight.save(sweep_dir / PLANNING_FILE),  # the stacking probes
                 checkpoint_every_s=self.checkpoint_every_s,
             )
         for (job, result, _), record in zip(jobs, records, strict=True):
