@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 # Torch's threads per test process: the cores shared among xdist's workers (one each for two
@@ -68,6 +68,23 @@ def tiny_mnist(tmp_path: Path) -> Path:
         write_idx(raw / f"{prefix}-images-idx3-ubyte", images)
         write_idx(raw / f"{prefix}-labels-idx1-ubyte", labels)
     return tmp_path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def harness_cache(tmp_path_factory) -> Iterator[Path]:
+    """The harness's cache folder ($HARNESS_CACHE_DIR: decoded MNIST) in the session's temporary
+    folder, shared by xdist's workers and inherited by the processes tests start: the suite
+    writes nothing into the user's ~/.cache. A value set by hand is kept."""
+    if os.environ.get("HARNESS_CACHE_DIR"):
+        yield Path(os.environ["HARNESS_CACHE_DIR"])
+        return
+    # getbasetemp() is per xdist worker; its parent is shared by the workers of one session.
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HARNESS_CACHE_DIR", str(base / "cache"))
+        yield base / "cache"
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,13 @@
-"""Loading MNIST: IDX parsing, both folder layouts, md5 checks, fixed subsets."""
+"""Loading MNIST: IDX parsing, both folder layouts, md5 checks, fixed subsets, the cache."""
 
+import dataclasses
+import gzip
+import hashlib
+import logging
+import os
 import shutil
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -8,7 +15,14 @@ import torch
 
 from conftest import write_idx
 from harness.errors import DataError
-from harness.problems.classification.mnist import MNIST_FILES, load_mnist, read_idx
+from harness.problems.classification import mnist
+from harness.problems.classification.mnist import (
+    MNIST_FILES,
+    TensorData,
+    cache_dir,
+    load_mnist,
+    read_idx,
+)
 
 
 def test_read_idx_roundtrip(tmp_path):
@@ -122,3 +136,169 @@ def test_validation_larger_than_the_data_is_refused(tiny_mnist):
         load_mnist(tiny_mnist, train_size=51, val_size=150)
     with pytest.raises(DataError, match=r"data.val_size \(200\) leaves no"):
         load_mnist(tiny_mnist, val_size=200)
+
+
+# --- the cache of decoded arrays -----------------------------------------------------------
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    """An empty cache folder of the test's own ($HARNESS_CACHE_DIR)."""
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def uncachable(tmp_path, monkeypatch) -> None:
+    """A cache folder that cannot be made (its parent is a file), whoever runs the tests."""
+    (tmp_path / "a-file").touch()
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "a-file" / "cache"))
+
+
+@pytest.fixture
+def tiny_flat(tiny_mnist) -> Path:
+    """conftest.tiny_mnist's files gzipped into a flat folder (not MNIST's md5 sums)."""
+    flat = tiny_mnist / "flat"
+    flat.mkdir()
+    for name in MNIST_FILES:
+        raw = tiny_mnist / "MNIST" / "raw" / name.removesuffix(".gz")
+        (flat / name).write_bytes(gzip.compress(raw.read_bytes()))
+    return flat
+
+
+@pytest.fixture(params=["real", "tiny"])
+def flat_source(request) -> tuple[Path, dict]:
+    """A flat folder and the load_mnist arguments to load it with: the canonical files, and the
+    tiny ones (verify_md5 off)."""
+    if request.param == "real":
+        kwargs = {"train_size": 5000, "val_size": 1000, "test_size": 1000}
+        return request.getfixturevalue("mnist_dir"), {**kwargs, "verify_md5": True}
+    return request.getfixturevalue("tiny_flat"), {"val_size": 40, "verify_md5": False}
+
+
+def assert_identical(a: TensorData, b: TensorData) -> None:
+    for field in dataclasses.fields(TensorData):
+        x, y = getattr(a, field.name), getattr(b, field.name)
+        assert (x is None) == (y is None), field.name
+        if x is not None:
+            assert x.dtype == y.dtype and torch.equal(x, y), field.name
+
+
+def cache_files(cache: Path) -> list[Path]:
+    return sorted((cache / "mnist").iterdir())
+
+
+def fail(*args, **kwargs):
+    raise AssertionError("called on a cache hit")
+
+
+def test_the_cache_returns_bit_for_bit_what_decoding_returns(
+    flat_source, uncachable, tmp_path, monkeypatch
+):
+    root, kwargs = flat_source
+    uncached = load_mnist(root, **kwargs)
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    decoded = mnist._load_flat_folder(root, kwargs["verify_md5"])  # and cached
+    assert len(cache_files(tmp_path / "cache")) == 1
+    # A hit neither parses nor hashes the files again.
+    monkeypatch.setattr(mnist, "read_idx", fail)
+    monkeypatch.setattr(hashlib, "md5", fail)
+    for a, b in zip(decoded, mnist._load_flat_folder(root, kwargs["verify_md5"]), strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+    assert_identical(load_mnist(root, **kwargs), uncached)
+
+
+def test_tiny_flat_folder_holds_the_tiny_data(tiny_mnist, tiny_flat, cache):
+    assert_identical(load_mnist(tiny_flat, verify_md5=False), load_mnist(tiny_mnist))
+
+
+def test_a_changed_source_file_is_decoded_again(tiny_flat, cache):
+    labels_file = tiny_flat / "train-labels-idx1-ubyte.gz"
+    labels = np.arange(200) % 10
+
+    def write_labels(shift: int, path: Path = labels_file) -> None:
+        # gzip without compression: the same size whatever the labels.
+        write_idx(path, (labels + shift) % 10)
+        path.write_bytes(gzip.compress(path.read_bytes(), compresslevel=0, mtime=0))
+
+    def loaded_labels() -> list[int]:
+        return load_mnist(tiny_flat, verify_md5=False).y_train.tolist()
+
+    assert loaded_labels() == labels.tolist()
+    # Rewritten with other content and size.
+    write_labels(1)
+    assert loaded_labels() == ((labels + 1) % 10).tolist()
+    size, mtime = labels_file.stat().st_size, labels_file.stat().st_mtime_ns
+    # Rewritten in place, same size, its modification time put back (its change time moves on,
+    # at the clock's granularity).
+    time.sleep(0.02)
+    write_labels(2)
+    os.utime(labels_file, ns=(mtime, mtime))
+    assert labels_file.stat().st_size == size
+    assert loaded_labels() == ((labels + 2) % 10).tolist()
+    # Replaced by another file of the same size and time.
+    write_labels(3, tiny_flat / "new")
+    os.utime(tiny_flat / "new", ns=(mtime, mtime))
+    os.replace(tiny_flat / "new", labels_file)
+    assert loaded_labels() == ((labels + 3) % 10).tolist()
+    assert len(cache_files(cache)) == 1  # one entry per folder, overwritten
+
+
+@pytest.mark.parametrize("damage", ["truncated", "one byte flipped", "empty", "not a zip"])
+def test_a_corrupt_cache_file_is_ignored_and_rewritten(tiny_flat, cache, damage, monkeypatch):
+    first = load_mnist(tiny_flat, verify_md5=False)
+    [entry] = cache_files(cache)
+    data = entry.read_bytes()
+    flipped = bytearray(data)
+    flipped[len(data) // 2] ^= 1  # in the middle of the images: only the zip's CRC tells
+    damaged = {
+        "truncated": data[: len(data) // 2],
+        "one byte flipped": bytes(flipped),
+        "empty": b"",
+        "not a zip": b"not a cache entry",
+    }[damage]
+    entry.write_bytes(damaged)
+    assert_identical(load_mnist(tiny_flat, verify_md5=False), first)
+    assert cache_files(cache) == [entry]
+    monkeypatch.setattr(mnist, "read_idx", fail)  # rewritten: the next load is a hit
+    assert_identical(load_mnist(tiny_flat, verify_md5=False), first)
+
+
+def test_an_unwritable_cache_folder_still_loads(tiny_flat, uncachable, monkeypatch, caplog):
+    monkeypatch.setattr(mnist, "_told_uncached", False)
+    caplog.set_level(logging.DEBUG, logger=mnist.__name__)
+    first = load_mnist(tiny_flat, verify_md5=False)
+    assert_identical(load_mnist(tiny_flat, verify_md5=False), first)
+    assert sum("MNIST not cached" in r.message for r in caplog.records) == 1  # logged once
+
+
+def test_a_failed_write_leaves_the_old_entry_and_no_temporary_file(tiny_flat, cache, monkeypatch):
+    load_mnist(tiny_flat, verify_md5=False)
+    [entry] = cache_files(cache)
+    before = entry.read_bytes()
+
+    def disk_full(file, **arrays):
+        file.write(b"PK\x03\x04 half an entry")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "savez", disk_full)
+    os.utime(tiny_flat / "t10k-labels-idx1-ubyte.gz", ns=(0, 0))  # the entry is to be rewritten
+    assert load_mnist(tiny_flat, verify_md5=False).x_test.shape == (50, 784)
+    assert cache_files(cache) == [entry] and entry.read_bytes() == before
+
+
+def test_the_cache_does_not_skip_the_md5_check(tiny_flat, cache):
+    load_mnist(tiny_flat, verify_md5=False)  # cached, with the files' (foreign) md5 sums
+    with pytest.raises(DataError, match="train-images-idx3-ubyte.gz has the wrong md5"):
+        load_mnist(tiny_flat)
+
+
+def test_cache_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("HARNESS_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert cache_dir() == tmp_path / ".cache" / "optimizer-harness"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "optimizer-harness"
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "mine"))
+    assert cache_dir() == tmp_path / "mine"

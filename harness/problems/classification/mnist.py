@@ -2,7 +2,9 @@
 
 Two sources are accepted for ``data.root``:
 * a folder holding the four canonical gzip files flat (as in ``../shared/data/mnist``); their
-  md5 sums are checked and the files are parsed directly;
+  md5 sums are checked and the files are parsed directly, once: the decoded arrays are kept in
+  the user's cache folder (`cache_dir`) for the next process, as decoding costs every process
+  ~0.3 s;
 * otherwise torchvision's layout ``<root>/MNIST/raw``, which torchvision downloads when the files
   are missing and the machine is online.
 """
@@ -12,6 +14,8 @@ from __future__ import annotations
 import gzip
 import hashlib
 import logging
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +39,10 @@ NUM_CLASSES = 10
 
 # IDX element types: https://yann.lecun.com/exdb/mnist/ (only unsigned bytes occur in MNIST).
 _IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+# The names of the decoded files' arrays in a cache entry, in MNIST_FILES' order.
+_ARRAYS = ("x_train", "y_train", "x_test", "y_test")
+_told_uncached = False  # a cache that cannot be written is logged once a process
 
 
 @dataclass(frozen=True)
@@ -94,21 +102,95 @@ def read_idx(data: bytes, name: str = "IDX data") -> np.ndarray:
     return np.frombuffer(data, dtype=dtype, offset=offset).reshape(shape)
 
 
-def _md5(path: Path) -> str:
-    return hashlib.md5(path.read_bytes()).hexdigest()
+def cache_dir() -> Path:
+    """The user's cache folder: $HARNESS_CACHE_DIR, else $XDG_CACHE_HOME/optimizer-harness, else
+    ~/.cache/optimizer-harness (the data root is often a shared, read-only folder)."""
+    if os.environ.get("HARNESS_CACHE_DIR"):
+        return Path(os.environ["HARNESS_CACHE_DIR"]).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "optimizer-harness"
+
+
+def _cache_entry(root: Path) -> Path:
+    # One entry per data root, named by its path: changed files overwrite it rather than leave
+    # another 55 MB behind.
+    name = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
+    return cache_dir() / "mnist" / f"{name}.npz"
+
+
+def _identity(paths: list[Path]) -> str:
+    """What identifies the files' contents without reading them: a file rewritten, replaced or
+    touched changes its inode, size, modification or change time."""
+    stats = [(p.resolve(), p.stat()) for p in paths]
+    return repr([(str(p), s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns) for p, s in stats])
+
+
+def _read_cache(root: Path, key: str) -> tuple[list[str], tuple[np.ndarray, ...]] | None:
+    """(md5 sums, arrays) of the files `key` identifies, as cached when they were decoded; None
+    when the cache holds no entry for them."""
+    try:
+        with np.load(_cache_entry(root)) as entry:
+            if entry["key"].item() != key:
+                return None
+            return entry["md5"].tolist(), tuple(entry[name] for name in _ARRAYS)
+    except OSError:  # no entry yet, or no readable cache folder (the write tells why)
+        return None
+    except Exception as exc:  # truncated, corrupt (zip's CRCs), foreign: decoded and rewritten
+        log.debug("MNIST cache entry for %s unreadable, rewriting it: %s", root, exc)
+        return None
+
+
+def _write_cache(root: Path, key: str, md5s: list[str], arrays: tuple[np.ndarray, ...]) -> None:
+    """Keep decoded arrays for the next process: written to a temporary file in the cache folder,
+    then renamed over the entry, so a process loading at the same time reads the old entry or the
+    new one whole. Where the cache cannot be written, nothing is kept."""
+    global _told_uncached
+    tmp = None
+    try:
+        entry = _cache_entry(root)
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=entry.parent, suffix=".tmp", delete=False) as file:
+            tmp = Path(file.name)
+            np.savez(file, key=key, md5=md5s, **dict(zip(_ARRAYS, arrays, strict=True)))
+        os.replace(tmp, entry)
+        tmp = None
+    except (OSError, RuntimeError) as exc:  # read-only or full, no home folder: load uncached
+        if not _told_uncached:
+            log.debug("MNIST not cached (%s): it is decoded in every process", exc)
+            _told_uncached = True
+    finally:  # a write that failed or was interrupted leaves no 55 MB behind
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+
+
+def _check_md5s(paths: list[Path], md5s: list[str]) -> None:
+    for path, md5 in zip(paths, md5s, strict=True):
+        if md5 != MNIST_FILES[path.name]:
+            raise DataError(
+                f"{path} has the wrong md5 (expected {MNIST_FILES[path.name]}): the file is "
+                "corrupt or not MNIST (set data.verify_md5=false for other data in MNIST's format)"
+            )
 
 
 def _load_flat_folder(root: Path, verify_md5: bool) -> tuple[np.ndarray, ...]:
-    arrays = []
-    for name, md5 in MNIST_FILES.items():
-        path = root / name
-        if verify_md5 and _md5(path) != md5:
-            raise DataError(
-                f"{path} has the wrong md5 (expected {md5}): the file is corrupt or not MNIST "
-                "(set data.verify_md5=false for other data in MNIST's format)"
-            )
-        arrays.append(read_idx(gzip.decompress(path.read_bytes()), str(path)))
-    return tuple(arrays)
+    """The four files' arrays: from the cache when it holds these very files (their md5 sums
+    recorded with them, so a verified file is not hashed again), else decoded and cached."""
+    paths = [root / name for name in MNIST_FILES]
+    # Identified before they are read: a file changed in between no longer matches the key its
+    # arrays are kept under, so it is decoded again next time rather than served stale.
+    key = _identity(paths)
+    cached = _read_cache(root, key)
+    if cached is not None:
+        md5s, arrays = cached
+        if verify_md5:
+            _check_md5s(paths, md5s)
+        return arrays
+    data = [path.read_bytes() for path in paths]
+    md5s = [hashlib.md5(d).hexdigest() for d in data]  # also unverified: kept for a verified load
+    if verify_md5:
+        _check_md5s(paths, md5s)  # before parsing: a foreign file is named as such
+    arrays = tuple(read_idx(gzip.decompress(d), str(p)) for p, d in zip(paths, data, strict=True))
+    _write_cache(root, key, md5s, arrays)
+    return arrays
 
 
 def _load_torchvision(root: Path) -> tuple[np.ndarray, ...]:
