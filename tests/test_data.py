@@ -302,3 +302,16 @@ def test_cache_folder(tmp_path, monkeypatch):
     assert cache_dir() == tmp_path / "xdg" / "optimizer-harness"
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "mine"))
     assert cache_dir() == tmp_path / "mine"
+
+
+@pytest.mark.parametrize("normalization", ["standard", "unit"])
+def test_the_features_are_the_pixels_scaled_and_standardised_to_the_bit(mnist_dir, normalization):
+    """The features computed in place are (pixel / 255 - mean) / std, or pixel / 255, exactly as
+    the out-of-place expression gives them, for every pixel value."""
+    data = load_mnist(mnist_dir, val_size=10000, normalization=normalization, test_size=1000)
+    x_train, *_ = mnist._load_flat_folder(mnist_dir, verify_md5=True)
+    train_idx, _ = mnist.split_train(len(x_train), None, 10000, torch.Generator().manual_seed(0))
+    x = torch.from_numpy(x_train.reshape(len(x_train), -1)[train_idx.numpy()]).float() / 255.0
+    expected = (x - mnist.MNIST_MEAN) / mnist.MNIST_STD if normalization == "standard" else x
+    assert torch.equal(data.x_train.view(torch.int32), expected.view(torch.int32))
+    assert len(torch.unique(data.x_train)) == 256  # every pixel value occurs
