@@ -185,6 +185,7 @@ def test_a_resumed_sweep_neither_checks_times_nor_probes_its_optimizers_again(
     args = ["-m", *SMALL_RUN, f"train.iterations={iterations}", "optimizer=sgd"]
     args += ["optimizer._target_=conftest.CountingSGD", f"hydra.sweep.dir={sweep_dir}"]
     args += ["sweep.append=true"]  # each invocation adds a seed
+    args += ["hydra.launcher.checkpoint_every_s=0"]  # a checkpoint at every log: probed
 
     def invocation(seeds: str) -> int:
         """The steps a new process takes to run the sweep with these seeds."""
@@ -234,3 +235,24 @@ def test_a_resumed_sweep_neither_checks_times_nor_probes_its_optimizers_again(
     stored["machine"]["processor"] = "another processor"
     (sweep_dir / PLANNING_FILE).write_text(json.dumps(stored))
     assert invocation("0,1,2,3,4") == first
+
+
+@pytest.mark.slow
+def test_a_sweep_that_ends_before_its_first_checkpoint_takes_no_restore_probe(tmp_path):
+    """Checked and timed, a sweep of short runs is estimated to end long before a checkpoint
+    (every 300 s): its optimizers are not probed for checkpoints; with checkpoints at every log
+    point they are."""
+    for every_s, probed in (("300", 0), ("0", 1)):
+        sweep_dir = tmp_path / f"every_{every_s}"
+        result = train_in_process(
+            "-m",
+            *SMALL_RUN,
+            "optimizer=adam",
+            "seed=0,1",
+            f"hydra.launcher.checkpoint_every_s={every_s}",
+            f"hydra.sweep.dir={sweep_dir}",
+            cwd=tmp_path,
+        )
+        assert result.returncode == 0, result.stderr
+        outcomes = json.loads((sweep_dir / PLANNING_FILE).read_text())["outcomes"]
+        assert len(outcomes["first_step"]) == 1 and len(outcomes["restores"]) == probed

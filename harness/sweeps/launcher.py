@@ -105,6 +105,20 @@ def estimated_seconds(job: Job) -> float | None:
     return None if step is None else step * job.run_length
 
 
+# A sweep estimated to take less than this share of the checkpoint interval saves none: an
+# estimate (each run's steps times its step alone, timed on a quiet core) can be off several-fold
+# on a loaded machine, and a task that outlives it only trains without checkpoints.
+CHECKPOINT_MARGIN = 0.1
+
+
+def ends_before_a_checkpoint(jobs: Sequence[Job], every_s: float) -> bool:
+    """Whether the whole sweep, its runs trained one after another alone, is estimated to end
+    before a task could save its first checkpoint (`CHECKPOINT_MARGIN`): then the restore probe
+    of each optimizer config (`checkpoint.probe`) is a cost for nothing."""
+    seconds = [estimated_seconds(job) for job in jobs]
+    return None not in seconds and sum(seconds) < CHECKPOINT_MARGIN * every_s
+
+
 def plan(
     jobs: Sequence[Job],
     parts: int,
@@ -272,6 +286,8 @@ def execute_jobs(
     if workers is None:  # counted only where they may start (on a GPU: its rule is logged)
         workers = default_workers(jobs, max_stack) if use_workers else 1
     use_workers = use_workers and workers > 1
+    if checkpoint_every_s is not None and ends_before_a_checkpoint(jobs, checkpoint_every_s):
+        checkpoint_every_s = None  # none would be saved: no probe, no runs stacked apart
     if checkpoint_every_s is not None:  # here once, not in each worker
         checkpoint.probe(jobs)
     parts = workers if use_workers else 1
