@@ -74,6 +74,7 @@ from omegaconf import OmegaConf  # noqa: E402
 from harness.config.devices import resolve_device  # noqa: E402
 from harness.stacking.stacked import train_stack  # noqa: E402
 from harness.sweeps.launcher import execute_jobs  # noqa: E402
+from harness.training import first_step  # noqa: E402
 from harness.training import run as run_module  # noqa: E402
 from harness.training.job import Job  # noqa: E402
 
@@ -513,7 +514,7 @@ def main() -> None:
     resolved = resolve_device(device)  # before anything runs on it (deterministic cuBLAS)
     # the first-step checks of this process time a few steps, not up to a second each: their
     # timings only plan sweeps, and the device's time is the budget's
-    run_module.TIMED_STEPS, run_module.CALIBRATION_S = 3, 0.0
+    first_step.TIMED_STEPS, first_step.CALIBRATION_S = 3, 0.0
     described = describe_device(resolved, args.smoke)
     out = args.out or REPO / "results" / "devices" / slug(described["name"])
     report = Report(out)

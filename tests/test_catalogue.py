@@ -110,8 +110,8 @@ def test_ranger21_plans_its_warm_down_by_the_runs_length_unless_told(iterations)
 def test_an_epochs_budget_gives_the_probes_the_runs_length(mnist_dir):
     """The stacking and checkpoint probes build Ranger21 with the run's steps also when the run
     is budgeted in epochs (of its training set: 2,000 examples here, in batches of 128)."""
-    from harness.stacking import stacked
-    from harness.training import checkpoint, datasets, preflight
+    from harness.stacking import grouping
+    from harness.training import datasets, preflight, restore_probe
     from harness.training.job import Job
 
     overrides = ["optimizer=ranger21", "train.iterations=null", "train.epochs=2"]
@@ -119,8 +119,8 @@ def test_an_epochs_budget_gives_the_probes_the_runs_length(mnist_dir):
     job = Job.of(cfg, "unused")
     steps = 2 * (datasets.train_size(job) // cfg.train.batch_size)
     assert datasets.train_size(job) == 2000 and datasets.run_length(job) == steps == 30
-    stacked.refusal(job)
-    checkpoint.probe([job])
+    grouping.refusal(job)
+    restore_probe.probe([job])
     assert {key[-1] for key in preflight.measured()["stacks"]} >= {steps}
     assert {key[-1] for key in preflight.measured()["restores"]} >= {steps}
 

@@ -1,7 +1,7 @@
 """Exact in the stack, or not stacked, over the whole optimizer catalogue (issue 18, item 3).
 
 For every name of the catalogue, on a tiny float64 MLP: either the run is refused before
-training (run.check: one line), or it cannot join a stack (stacked.refusal says why) and trains
+training (run.check: one line), or it cannot join a stack (grouping.refusal says why) and trains
 alone, or three runs of it (two learning rates, and a second seed of the first: its own data
 order, and one optimizer instance for both seeds where the sharing probe allows it) trained as
 one stack give what each gives trained alone, to 1e-10, and run.json records which engine and
@@ -14,13 +14,14 @@ import pytest
 from conftest import compose_config, hydra_context, max_difference, small
 from harness.errors import ConfigError
 from harness.optimizers.catalogue import catalogue
-from harness.stacking.stacked import execute_group, refusal, stack_key
+from harness.stacking.grouping import refusal, stack_key
+from harness.stacking.stacked import execute_group
 from harness.training.job import Job
 from harness.training.run import check, execute_job
 
 NAMES = list(catalogue())
 # Each name's outcome here, pinned: a change of any one fails. Refused by run.check (in float64:
-# their classes' own checks or dtypes), trained alone (stacked.refusal gives the reason: a
+# their classes' own checks or dtypes), trained alone (grouping.refusal gives the reason: a
 # closure, second-order steps, state outside the parameters' tensors), every other name stacked.
 REFUSED = {
     "adalomo", "adammini", "bsam", "demo", "distributedmuon", "fadam", "lomo", "magma", "muon",

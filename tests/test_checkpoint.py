@@ -19,8 +19,9 @@ from harness.results import CHECKPOINTS_FOLDER as FOLDER
 from harness.results import load_curves
 from harness.stacking.stacked import execute_group
 from harness.sweeps.launcher import plan
-from harness.training.checkpoint import Checkpoint, restore_refusal, saved_tasks, task_checkpoint
+from harness.training.checkpoint import Checkpoint, saved_tasks, task_checkpoint
 from harness.training.job import Job
+from harness.training.restore_probe import restore_refusal
 from harness.training.run import execute_job
 
 MLP = ["model=mlp", "model.hidden=[6]"]

@@ -16,7 +16,8 @@ from conftest import CONF_DIR, compose_config, hydra_context, max_difference, ru
 from harness.errors import HarnessError
 from harness.problems.classification.mnist import load_mnist
 from harness.problems.classification.networks import MLP
-from harness.stacking.stacked import execute_group, refusal
+from harness.stacking.grouping import refusal
+from harness.stacking.stacked import execute_group
 from harness.sweeps import launcher
 from harness.sweeps.jobs import sweep_jobs
 from harness.sweeps.launcher import WORKER_THRESHOLD, estimated_work, execute_jobs
@@ -235,7 +236,7 @@ def test_stacks_are_dealt_by_what_their_runs_cost_and_bounded_in_seconds(mnist_d
     cfgs = configs(mnist_dir, *[["optimizer=sgd", f"optimizer.lr={lr}"] for lr in lrs])
     jobs = [Job.of(c, "unused") for c in cfgs]
     launcher.run_module.check(jobs[0])  # the check times the step: a run's cost is known
-    step = launcher.run_module.checked_step_time(jobs[0])
+    step = launcher.checked_step_time(jobs[0])
     assert launcher.estimated_seconds(jobs[0]) == step * jobs[0].cfg.train.iterations > 0
 
     costs = {lr: 10.0 if lr == lrs[3] else 1.0 for lr in lrs}  # one run 10x costlier

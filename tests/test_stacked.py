@@ -13,7 +13,8 @@ from omegaconf import OmegaConf
 
 from conftest import CONF_DIR, compose_config, hydra_context, max_difference, small
 from harness.errors import HarnessError
-from harness.stacking.stacked import execute_group, refusal, stack_key, train_stack
+from harness.stacking.grouping import refusal, stack_key
+from harness.stacking.stacked import execute_group, train_stack
 from harness.stacking.stacked_model import StackedMLP
 from harness.stacking.stacked_module import StackedModule
 from harness.sweeps.launcher import execute_jobs

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from conftest import SMALL_RUN, compose_config
-from harness.stacking.stacked import refusal
+from harness.stacking.grouping import refusal
 from harness.training.job import Job
 from harness.training.run import execute, prepare, train_single
 from harness.training.stepping import Needs, evaluation_mode, needs_of, take_step

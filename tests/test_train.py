@@ -9,10 +9,10 @@ import pytest
 from conftest import SMALL_RUN, CountingSGD, SlowSGD, compose_config, run_cli, train_in_process
 from harness.config.identity import config_hash
 from harness.results import PLANNING_FILE, load_curves, load_runs
-from harness.training import preflight
-from harness.training import run as run_module
+from harness.training import first_step, preflight
+from harness.training.first_step import MIN_TIMED_STEPS, TIMED_STEPS, WARMUP_STEPS
 from harness.training.job import Job
-from harness.training.run import MIN_TIMED_STEPS, TIMED_STEPS, WARMUP_STEPS, check, execute
+from harness.training.run import check, execute
 
 CHOICES = {"model": "net2", "optimizer": "adam", "schedule": "constant", "data": "mnist"}
 
@@ -144,7 +144,7 @@ def test_a_steps_time_alone_is_measured_in_a_few_of_its_steps_when_they_are_slow
     steps, not 20)."""
     forget_preflight(monkeypatch)
     if optimizer is CountingSGD:  # its steps take ~1 ms, ~0.1 s on a busy machine: let no
-        monkeypatch.setattr(run_module, "CALIBRATION_S", math.inf)  # load decide its count
+        monkeypatch.setattr(first_step, "CALIBRATION_S", math.inf)  # load decide its count
     target = f"optimizer._target_=conftest.{optimizer.__name__}"
     cfg = compose_config([f"data.root={mnist_dir}", *SMALL_RUN, "optimizer=sgd", target])
     job = Job.of(cfg, "unused")
@@ -179,7 +179,7 @@ def test_a_resumed_sweep_neither_checks_times_nor_probes_its_optimizers_again(
     """A sweep keeps its first-step checks, step times and stacking probes in its folder: a
     resume (a new process) adopts them and steps only to train, and its new runs record the
     time measured the first time. Measured on another machine, they are measured again."""
-    monkeypatch.setattr(run_module, "CALIBRATION_S", math.inf)  # TIMED_STEPS, whatever the load
+    monkeypatch.setattr(first_step, "CALIBRATION_S", math.inf)  # TIMED_STEPS, whatever the load
     iterations = 20
     sweep_dir = tmp_path / "sweep"
     args = ["-m", *SMALL_RUN, f"train.iterations={iterations}", "optimizer=sgd"]

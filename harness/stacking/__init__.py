@@ -1,7 +1,8 @@
 """The stacked engine: the runs of a sweep that differ only in optimizer, hyper-parameters,
 schedule or seed trained as one batched model, each exactly as it trains alone.
 
-- `stacked`: which runs stack (`stack_key`, `refusal`), the stack's members and its training
+- `grouping`: which runs stack together (`stack_key`), and why a run cannot (`refusal`)
+- `stacked`: a stack's members and its training
 - `stacked_model`: K MLPs as one model, forward and backward written out
 - `stacked_module`: K copies of any other model, through torch.func
 - `update_rules`: the course's eight classes as one update for a slice of members, and which

@@ -16,7 +16,7 @@ without it), so it neither slows down nor disturbs the others. On CUDA a stack's
 from a CUDA graph where a probe finds that exact (harness.stacking.stacked_graph,
 `train.cuda_graph`).
 
-Each model writes the same metrics and run.json as `run.execute` (through `run.finish`); its
+Each model writes the same metrics and run.json as `run.execute` (through `record.finish`); its
 ``time_s`` is the stack's optimisation time. harness.sweeps.launcher decides which runs stack and
 where they train.
 """
@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import json
 import logging
 import warnings
 from collections import Counter
@@ -34,156 +33,31 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from hydra.utils import get_class
-from omegaconf import DictConfig, OmegaConf
 
 from harness.config.identity import config_id
-from harness.config.targets import located, node_key
-from harness.config.validate import DTYPES
-from harness.errors import HarnessError
 from harness.problems import Problem
-from harness.problems.classification.networks import INIT_KEYS, MLP, MLP_TARGET, resolve_activations
-from harness.stacking.probes import sharing_refusal, stacking_refusal
+from harness.problems.classification.networks import MLP
+from harness.stacking.grouping import OptimizerNode, cuda_graph_setting, sharing_probe, stack_key
 from harness.stacking.stacked_graph import StepGraph, attach, probe_rows
 from harness.stacking.stacked_model import StackedMLP
 from harness.stacking.stacked_module import StackedModule
-from harness.stacking.stacked_module import stacking_refusal as module_refusal
 from harness.stacking.stacked_optimizers import Sharing, StackedOptimizers
 from harness.stacking.update_rules import rule_key
-from harness.training import engine, preflight
+from harness.training import engine
 from harness.training import run as run_module
-from harness.training.building import optimizer_and_schedule, optimizer_factory
+from harness.training.building import optimizer_and_schedule
 from harness.training.checkpoint import Checkpoint, task_checkpoint
-from harness.training.datasets import load_data
 from harness.training.engine import Outcome, logged_hyperparameters
 from harness.training.job import Job
+from harness.training.record import finish
 from harness.training.restoring import load_optimizer_state
 from harness.training.stepping import (
-    Needs,
     evaluation_mode,
     in_train_mode,
     needs_of,
-    needs_of_class,
 )
 
 log = logging.getLogger(__name__)
-
-
-def refusal(job: Job) -> str | None:
-    """Why the job's run cannot join a stack (None: it can). Its problem must stack; an MLP
-    stacks by the hand-written path, any other model if `_module_probe` finds that it stacks
-    exactly; torch.optim's classes update their parameters in place, any other optimizer class
-    must pass `stacking_refusal`'s probe (StackedOptimizers checks the views after every step as
-    well)."""
-    cfg, problem = job.cfg, job.problem
-    if not problem.stackable:
-        return f"its problem {type(problem).__name__} does not stack"
-    if located(cfg.model.get("_target_")) != MLP_TARGET:
-        model_yaml = OmegaConf.to_yaml(cfg.model, resolve=True)
-        reason = _module_probe(problem, model_yaml, cfg.train.dtype, job.data_key)
-        if reason is not None:
-            return f"its model {cfg.model._target_}: {reason}"
-    needs = _optimizer_needs(cfg.optimizer._target_)
-    if needs is None:  # not a class: the single-run engine reports it, as for any run
-        return f"its optimizer {cfg.optimizer._target_} cannot be found"
-    if needs.closure or needs.create_graph:  # a stack steps each model once per batch, with
-        # first-order gradients (train/eval modes it switches around its evaluations)
-        return f"optimizer {cfg.optimizer._target_} needs {needs.describe()}"
-    if cfg.optimizer._target_.startswith("torch.optim."):
-        return None
-    reason = _probe(_OptimizerNode(cfg.optimizer), cfg.train.dtype, job.run_length)
-    return None if reason is None else f"optimizer {cfg.optimizer._target_}: {reason}"
-
-
-@functools.cache
-def _optimizer_needs(target: str) -> Needs | None:
-    """What the optimizer class `target` needs of the step (None: no such class), once per
-    class: the launcher asks for every job of a sweep."""
-    try:
-        return needs_of_class(get_class(target))
-    except Exception:
-        return None
-
-
-class _OptimizerNode:
-    """A run's optimizer config, equal to another of the same values (the probes' cache key):
-    probes build the optimizer from the node itself, as the run does; a node written out as
-    YAML and read back can hold other values (an enum's name read back as a string)."""
-
-    def __init__(self, node: DictConfig) -> None:
-        self.node, self.key = node, node_key(node)
-
-    def __hash__(self) -> int:
-        return hash(self.key)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _OptimizerNode) and other.key == self.key
-
-
-def _probe(optimizer: _OptimizerNode, dtype: str, iterations: int) -> str | None:
-    return preflight.outcome(
-        "stacks",
-        (optimizer.key, dtype, iterations),
-        lambda: stacking_refusal(optimizer_factory(optimizer.node, iterations), DTYPES[dtype]),
-    )
-
-
-@functools.lru_cache(maxsize=64)
-def _module_probe(problem: Problem, model_yaml: str, dtype: str, data_json: str) -> str | None:
-    """`stacked_module.stacking_refusal` on two copies of the model, built on the CPU for its
-    data (loaded once per process: the sweep trains on it), on two training examples."""
-    cfg = OmegaConf.create({"model": OmegaConf.create(model_yaml), "data": json.loads(data_json)})
-    try:
-        data = problem.to(load_data(cfg, problem), torch.device("cpu"), DTYPES[dtype])
-        models = [
-            problem.build_model(cfg, data, torch.Generator().manual_seed(seed)) for seed in (0, 1)
-        ]
-    except HarnessError as exc:  # the single-run engine reports it, as for any run
-        return f"it cannot be built ({exc})"
-    return module_refusal(problem, models, data, torch.arange(2))
-
-
-def stack_key(job: Job) -> tuple:
-    """The group of a valid run that can stack: model architecture, batch size, data config,
-    length, evaluation and logging settings, dtype and device.
-
-    Optimizer, hyper-parameters, schedule, divergence_factor, the initialisation scheme and the
-    seed may differ inside a group (each model is built by run.prepare with its own settings
-    and draws its own data order); execution settings (threads, progress, train.engine) are
-    ignored: the launcher decides on those. On CUDA, not train.cuda_graph: a stack has one.
-    """
-    cfg, device = job.cfg, job.device
-    train = cfg.train
-    return (
-        *_architecture(cfg.model),
-        train.batch_size,
-        train.iterations,
-        train.epochs,
-        train.eval_every,
-        train.eval_train_size,
-        train.log_every,
-        train.dtype,
-        str(device),
-        cuda_graph_setting(cfg) if device.type == "cuda" else None,
-        job.data_key,
-    )
-
-
-def cuda_graph_setting(cfg: DictConfig) -> str:
-    """The run's train.cuda_graph (`auto` for a config from before the key)."""
-    return cfg.train.get("cuda_graph", "auto")
-
-
-def _architecture(model: DictConfig) -> tuple:
-    """What models of one stack share: an MLP's layers and activations; any other model's
-    config but for its initialisation scheme."""
-    if located(model.get("_target_")) == MLP_TARGET:
-        hidden = tuple(int(h) for h in model.hidden)
-        return MLP_TARGET, hidden, tuple(resolve_activations(hidden, model.activations))
-    config = OmegaConf.to_container(model, resolve=True)
-    for key in INIT_KEYS:
-        config.pop(key, None)
-    return (json.dumps(config, sort_keys=True),)
 
 
 def stack_of(models: Sequence[torch.nn.Module]) -> StackedMLP | StackedModule:
@@ -388,20 +262,12 @@ def _sharing(run: run_module.PreparedRun, config_id: str) -> Sharing | None:
     if type(problem).parameter_groups is not Problem.parameter_groups:
         return None
     cfg, iterations = run.cfg, run.setup.schedule.iterations
-    if _sharing_probe(_OptimizerNode(cfg.optimizer), iterations) is not None:
+    if sharing_probe(OptimizerNode(cfg.optimizer), iterations) is not None:
         return None
     build = functools.partial(
         optimizer_and_schedule, cfg.optimizer, cfg.schedule, iterations=iterations
     )
     return Sharing(config_id, build)
-
-
-def _sharing_probe(optimizer: _OptimizerNode, iterations: int) -> str | None:
-    return preflight.outcome(
-        "shares",
-        (optimizer.key, iterations),
-        lambda: sharing_refusal(optimizer_factory(optimizer.node, iterations)),
-    )
 
 
 def execute_group(
@@ -437,10 +303,7 @@ def execute_group(
     checkpoint = task_checkpoint(jobs, True, checkpoint_every_s)
     progress = run_module.show_progress(cfg.train.progress)
     outcomes = train_stack(runs, progress=progress, checkpoint=checkpoint)
-    records = [
-        run_module.finish(r, o, "stacked", o.update_path)
-        for r, o in zip(runs, outcomes, strict=True)
-    ]
+    records = [finish(r, o, "stacked", o.update_path) for r, o in zip(runs, outcomes, strict=True)]
     if checkpoint is not None:
         checkpoint.remove()
     return records

@@ -17,7 +17,7 @@ memory of a worker (`worker_bytes`) is an estimate, written down:
 * PROCESS_BYTES for its CUDA context, cuBLAS workspaces and the caching allocator's slack;
 * its copy of the data set on the device, in the run's dtype;
 * its largest stack (`stack_bytes`): of each group of a sweep's runs that stack alike
-  (harness.stacking.stacked.stack_key), dealt to the workers (or `max_stack`), the costliest; per
+  (harness.stacking.grouping.stack_key), dealt to the workers (or `max_stack`), the costliest; per
   model its parameters PARAMETER_COPIES times (weights, gradients, up to three optimizer states, a
   probe's copy), a step's activations twice (an eager step's and a CUDA graph's pool) and an
   evaluation chunk's (EVAL_CHUNK examples through the widest layer); the parameters are the
@@ -40,7 +40,7 @@ import torch
 
 from harness.config.validate import DTYPES
 from harness.problems.classification.problem import EVAL_CHUNK
-from harness.stacking.stacked import stack_key
+from harness.stacking.grouping import stack_key
 from harness.training.datasets import load_data
 from harness.training.job import Job
 

@@ -4,10 +4,10 @@
 launcher of `harness-train -m`) calls with the jobs of a sweep that are left to train.
 
 * `requested_engine` is the one place `train.engine` is read. `auto` (the default) and `stacked`
-  train the runs that group (harness.stacking.stacked.stack_key) as one stacked model; `auto` trains
+  train the runs that group (grouping.stack_key) as one stacked model; `auto` trains
   a run alone in its group with the single-run engine, `stacked` as a stack of one. `single` trains
   every run by itself with the single-run engine, one after another in this process. A run that
-  cannot stack (harness.stacking.stacked.refusal) trains with the single-run engine; the log says
+  cannot stack (grouping.refusal) trains with the single-run engine; the log says
   why.
 * Small sweeps train in this process. Worker processes cost seconds to start (each imports
   torch), so they start only when the estimated work (`estimated_work`) of a sweep reaches
@@ -44,12 +44,14 @@ from tqdm import tqdm
 
 from harness.config.identity import config_id
 from harness.problems.classification.mnist import TensorData
-from harness.stacking.stacked import execute_group, refusal, stack_key
+from harness.stacking.grouping import refusal, stack_key
+from harness.stacking.stacked import execute_group
 from harness.sweeps.gpu_workers import cuda_workers, device_memory
 from harness.sweeps.progress import Progress
-from harness.training import checkpoint, preflight
+from harness.training import checkpoint, preflight, restore_probe
 from harness.training import run as run_module
 from harness.training.datasets import adopt_data, load_data, train_size
+from harness.training.first_step import checked_step_time
 from harness.training.job import Job
 
 log = logging.getLogger(__name__)
@@ -101,7 +103,7 @@ def estimated_seconds(job: Job) -> float | None:
     """Seconds the job's run costs trained alone: its steps times its optimizer's step alone,
     as `run.check` measured it (an optimizer's step costs 100x more in some than in others);
     None where it was not measured. An upper bound in a stack, whose models share a pass."""
-    step = run_module.checked_step_time(job)
+    step = checked_step_time(job)
     return None if step is None else step * job.run_length
 
 
@@ -114,7 +116,7 @@ CHECKPOINT_MARGIN = 0.1
 def ends_before_a_checkpoint(jobs: Sequence[Job], every_s: float) -> bool:
     """Whether the whole sweep, its runs trained one after another alone, is estimated to end
     before a task could save its first checkpoint (`CHECKPOINT_MARGIN`): then the restore probe
-    of each optimizer config (`checkpoint.probe`) is a cost for nothing."""
+    of each optimizer config (`restore_probe.probe`) is a cost for nothing."""
     seconds = [estimated_seconds(job) for job in jobs]
     return None not in seconds and sum(seconds) < CHECKPOINT_MARGIN * every_s
 
@@ -289,7 +291,7 @@ def execute_jobs(
     if checkpoint_every_s is not None and ends_before_a_checkpoint(jobs, checkpoint_every_s):
         checkpoint_every_s = None  # none would be saved: no probe, no runs stacked apart
     if checkpoint_every_s is not None:  # here once, not in each worker
-        checkpoint.probe(jobs)
+        restore_probe.probe(jobs)
     parts = workers if use_workers else 1
     tasks = plan(jobs, parts, max_stack, max_stack_s, checkpoint_every_s is not None)
     if planned is not None:

@@ -7,7 +7,10 @@
   step time alone, stacking, sharing and restore probes), once, kept in the sweep's folder
 - `engine`: the one training loop (K members on shared mini-batches; a run alone is K = 1);
   `stepping`: closures, second-order backward, train/eval modes, update paths
-- `run`: one run from a config: validate, build, train, write its results
-- `checkpoint` / `restoring`: a training saved at intervals and gone on from, bit for bit
+- `setup`: what a run trains on and how long; `first_step`: an optimizer's first-step check and
+  its step's time alone
+- `run`: one run from a config: validate, build, train; `record`: its results written
+- `checkpoint` / `restoring`: a training saved at intervals and gone on from, bit for bit;
+  `restore_probe`: whether an optimizer's state_dict holds all it carries
 - `memory`: what a probe may allocate
 """
