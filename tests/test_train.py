@@ -238,12 +238,15 @@ def test_a_resumed_sweep_neither_checks_times_nor_probes_its_optimizers_again(
 
 
 @pytest.mark.slow
-def test_a_sweep_that_ends_before_its_first_checkpoint_takes_no_restore_probe(tmp_path):
+def test_a_sweep_that_ends_before_its_first_checkpoint_takes_no_restore_probe(
+    tmp_path, monkeypatch
+):
     """Checked and timed, a sweep of short runs is estimated to end long before a checkpoint
     (every 300 s): its optimizers are not probed for checkpoints; with checkpoints at every log
     point they are."""
     for every_s, probed in (("300", 0), ("0", 1)):
         sweep_dir = tmp_path / f"every_{every_s}"
+        forget_preflight(monkeypatch)  # as in a new process
         result = train_in_process(
             "-m",
             *SMALL_RUN,
