@@ -189,13 +189,14 @@ def train_stack(
     setting = cuda_graph_setting(runs[0].cfg)
     if capturable is None:
         capturable = device.type == "cuda" and setting != "off"
-    sharing = _sharing_of(runs, capturable) if share else [None] * len(runs)
+    rules = [rule_key(r.optimizer, capturable) for r in runs]  # the stepper's form's
+    sharing = _sharing_of(runs, rules) if share else [None] * len(runs)
     # stack order: models that share an update rule, then the seeds of one configuration, are
     # neighbours (one fused update, one shared instance)
     stack_order = sorted(
         range(len(runs)),
         key=lambda i: (
-            repr(rule_key(runs[i].optimizer, capturable)),
+            repr(rules[i]),
             sharing[i] and sharing[i].config_id or "",
         ),
     )
@@ -242,17 +243,18 @@ def train_stack(
     return [by_run[i] for i in range(len(runs))]
 
 
-def _sharing_of(runs: Sequence[run_module.PreparedRun], capturable: bool) -> list[Sharing | None]:
+def _sharing_of(
+    runs: Sequence[run_module.PreparedRun], rules: Sequence[tuple | None]
+) -> list[Sharing | None]:
     """How each run's seeds may share one optimizer instance in this stack (None: they may
     not): only configurations with several seeds here whose optimizer steps itself (no stacked
-    rule, `rule_key` for the stepper's form) are probed, so a stack of one seed pays nothing."""
+    rule: `rules`, each run's `rule_key` for the stepper's form) are probed, so a stack of one
+    seed pays nothing."""
     ids = [config_id(r.cfg) for r in runs]
     seeds = Counter(ids)
     return [
-        _sharing(run, config_id)
-        if seeds[config_id] > 1 and rule_key(run.optimizer, capturable) is None
-        else None
-        for run, config_id in zip(runs, ids, strict=True)
+        _sharing(run, config_id) if seeds[config_id] > 1 and rule is None else None
+        for run, config_id, rule in zip(runs, ids, rules, strict=True)
     ]
 
 
