@@ -8,8 +8,8 @@ The sweep is the one a new user tries first, 8 runs (4 optimizers x 2 learning r
 harness alternating with revision REV's (a temporary git worktree). For each it prints the
 process's wall time and its planning: the time from the sweep's first log line to the line
 that starts training (composing the jobs, loading MNIST, checking and timing each optimizer,
-probing how it stacks and restores, planning the tasks). Each runs twice more with torch and
-torch._dynamo imported before the command starts (the first torch optimizer a process builds
+probing how it stacks and restores, planning the tasks). Each repeat also runs both with torch
+and torch._dynamo imported before the command starts (the first torch optimizer a process builds
 imports torch._dynamo, ~1.5 s; with `import torch` ~3 s that any process that trains pays):
 that planning is the harness's own. A warm-up run of each revision comes first (the page cache,
 MNIST's decoded cache); medians of the repeats are printed.
