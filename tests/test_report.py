@@ -725,3 +725,44 @@ def test_momentum_axis_and_effective_step_figures(momentum_sweep):
     drawn = sorted(x for li in ax.get_lines() for x in li.get_xdata() if li.get_marker() != "_")
     assert drawn == pytest.approx(sorted(steps["effective_step"]))
     assert sorted(set(np.round(drawn, 6))) == [0.02, 0.1, 0.2, 1.0]
+
+
+@pytest.mark.slow
+def test_the_decayed_studys_members_are_chosen_on_validation(smoke_sweep, tmp_path):
+    """The zoo's best per net that join the decayed study are ranked by validation accuracy,
+    whatever the test set says: with validation scores that invert the test ranking, the pick
+    is the worst by test. A sweep without a validation split is refused in one line."""
+    sys.path.insert(0, str(REPO / "experiments"))
+    import zoo_decay_members
+
+    runs = load_runs(smoke_sweep)
+    inverted = runs.assign(final_val_accuracy=1 - runs["final_test_accuracy"])
+    best = zoo_decay_members.best_by_validation(inverted, [], 1)
+    picked = analysis.best_at_reference_batch(inverted)[1]
+    for net, row in best.set_index("net").iterrows():
+        clean = picked[(picked["net"] == net) & (picked["n_diverged"] == 0)]
+        assert row["optimizer"] == clean.loc[clean["final_val_accuracy_mean"].idxmax(), "optimizer"]
+        assert row["final_test_accuracy_mean"] == clean["final_test_accuracy_mean"].min()
+    kept = zoo_decay_members.best_by_validation(inverted, ["sgd", "momentum"], 3)
+    assert set(kept["optimizer"]) == {"adam"}  # the preset's names are not picked again
+    curves = load_curves(smoke_sweep)
+
+    def members_of(folder: Path) -> subprocess.CompletedProcess:
+        script = REPO / "experiments" / "zoo_decay_members.py"
+        return subprocess.run(
+            [sys.executable, str(script), str(folder)], capture_output=True, text=True
+        )
+
+    renamed = inverted.assign(optimizer="zoo_" + inverted["optimizer"])  # none of the preset's
+    written = members_of(write_sweep(tmp_path / "renamed", renamed, curves))
+    assert written.returncode == 0, written.stderr
+    text = (tmp_path / "renamed" / "decay_members.md").read_text()
+    assert "## net1" in text and "## net2" in text
+    command = "harness-train -m experiment=zoo_decay_tune model=net1 'tune.optimizers=\"sgd,"
+    assert command in text and ",zoo_" in text
+    only_preset = members_of(write_sweep(tmp_path / "inverted", inverted, curves))
+    assert only_preset.returncode == 2 and "no optimizer beyond" in only_preset.stderr
+    unsplit = write_sweep(tmp_path / "unsplit", runs.assign(final_val_accuracy=np.nan), curves)
+    refused = members_of(unsplit)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "no validation accuracy" in refused.stderr

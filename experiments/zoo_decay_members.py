@@ -1,0 +1,105 @@
+"""The decayed-schedule study's optimizers, per net: the course's nine and the Schedule-Free family
+(`tune.optimizers` of conf/experiment/zoo_decay_tune.yaml) and the constant-rate zoo's 15 best.
+
+    python experiments/zoo_decay_members.py [results/zoo]
+
+The 15 best of a net are its optimizers of the constant-rate zoo (phase 3), each at its rate
+chosen on validation, ranked by their mean final validation accuracy over seeds (a setting with a
+diverged seed ranks last); those already in the preset's list are skipped. The test set chooses
+nothing. Writes <zoo>/decay_members.md with the 15 per net and the commands that tune each net's
+members in one sweep folder:
+
+    harness-train -m experiment=zoo_decay_tune model=net1 'tune.optimizers="..."' sweep.append=true
+
+(the list quoted: unquoted, Hydra would sweep over its names one by one).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from harness import analysis, report
+from harness.errors import ConfigError, HarnessError, exit_with_error
+from harness.markdown import markdown_table
+
+ROOT = Path(__file__).resolve().parents[1]
+PRESET = ROOT / "conf" / "experiment" / "zoo_decay_tune.yaml"
+BEST = 15  # the zoo's optimizers per net that join the course's nine and Schedule-Free
+
+
+def preset_members() -> list[str]:
+    """The optimizers every net of the decayed study tunes: the preset's `tune.optimizers`."""
+    listed = yaml.safe_load(PRESET.read_text())["tune"]["optimizers"]
+    return [name.strip() for name in listed.split(",") if name.strip()]
+
+
+def best_by_validation(runs: pd.DataFrame, excluded: list[str], count: int) -> pd.DataFrame:
+    """Per net, the `count` optimizers (not in `excluded`) of highest mean final validation
+    accuracy at their rate chosen on validation; settings with a diverged seed last."""
+    picked = analysis.best_at_reference_batch(runs)[1]
+    picked = picked[~picked["optimizer"].isin(excluded)].assign(
+        clean=lambda t: t["n_diverged"] == 0
+    )
+    ranked = picked.sort_values(
+        ["net", "clean", "final_val_accuracy_mean"], ascending=[True, False, False]
+    )
+    return ranked.groupby("net", sort=False).head(count)
+
+
+def main(zoo: Path) -> str:
+    if not zoo.is_dir():
+        raise ConfigError(f"{zoo} is not a folder")
+    runs = report.load_sweep_runs(zoo)  # its curves are not read
+    if "final_val_accuracy" not in runs or runs["final_val_accuracy"].isna().all():
+        raise ConfigError(f"{zoo} holds no validation accuracy to choose by (data.val_size=0)")
+    members = preset_members()
+    best = best_by_validation(runs, members, BEST)
+    if best.empty:
+        raise ConfigError(f"{zoo} holds no optimizer beyond the preset's {len(members)}")
+    lines = [
+        f"# The decayed study's members: the zoo's {BEST} best per net, by validation",
+        "",
+        f"From {zoo} (constant rate, phase 3): each optimizer at its rate chosen on "
+        "validation, ranked by mean final validation accuracy over seeds; the preset's "
+        f"{len(members)} (the course's nine, the Schedule-Free family) are in every net's list.",
+        "",
+    ]
+    for net, rows in best.groupby("net", sort=True):
+        table = pd.DataFrame(
+            {
+                "rank": range(1, len(rows) + 1),
+                "optimizer": rows["optimizer"],
+                "lr": rows["lr"].map("{:.3g}".format),
+                "validation accuracy (%)": (100 * rows["final_val_accuracy_mean"]).round(2),
+            }
+        )
+        names = ",".join([*members, *rows["optimizer"]])
+        lines += [
+            f"## {net}",
+            "",
+            markdown_table(table, index=False),
+            "",
+            "```bash",
+            f"harness-train -m experiment=zoo_decay_tune model={rows['model'].iloc[0]} "
+            f"'tune.optimizers=\"{names}\"' sweep.append=true",
+            "```",
+            "",
+        ]
+    text = "\n".join(lines)
+    (zoo / "decay_members.md").write_text(text)
+    return text
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        prog="zoo_decay_members", description="The decayed study's members: <zoo>/decay_members.md."
+    )
+    parser.add_argument("zoo", nargs="?", type=Path, default=ROOT / "results" / "zoo")
+    try:
+        print(main(parser.parse_args().zoo))
+    except (HarnessError, ValueError) as exc:  # a user's folder: one line, no traceback
+        exit_with_error("zoo_decay_members", str(exc))
