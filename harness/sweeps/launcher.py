@@ -42,7 +42,6 @@ import torch.multiprocessing
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from harness.config.identity import config_id
 from harness.problems.classification.mnist import TensorData
 from harness.stacking.grouping import refusal, stack_key
 from harness.stacking.stacked import execute_group
@@ -221,7 +220,7 @@ def _seeds_of_each_configuration(members: list[int], jobs: Sequence[Job]) -> lis
     their seed alone), in order of first appearance."""
     seeds: dict[str, list[int]] = {}
     for index in members:
-        seeds.setdefault(config_id(jobs[index].cfg), []).append(index)
+        seeds.setdefault(jobs[index].config_id, []).append(index)
     return list(seeds.values())
 
 
