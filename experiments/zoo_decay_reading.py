@@ -31,6 +31,7 @@ from scipy import stats
 
 from harness import analysis, report, style
 from harness.analysis.reference import BETTER, TIED, WORSE, welch_interval
+from harness.errors import ConfigError, HarnessError, exit_with_error
 from harness.markdown import markdown_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -174,16 +175,26 @@ def schedule_free(net: str, constant: pd.DataFrame, decayed: pd.DataFrame) -> li
     ]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("decayed", nargs="?", type=Path, default=ROOT / "results" / "zoo_decay")
-    parser.add_argument("constant", nargs="?", type=Path, default=ROOT / "results" / "zoo")
-    args = parser.parse_args()
-    decayed = report.load_sweep_runs(args.decayed)
-    constant = report.load_sweep_runs(args.constant)
+def main(decayed_sweep: Path, constant_sweep: Path) -> str:
+    """Write <decayed_sweep>/reading.md and return its text."""
+    for sweep in (decayed_sweep, constant_sweep):
+        if not sweep.is_dir():
+            raise ConfigError(f"{sweep} is not a folder")
+    decayed = report.load_sweep_runs(decayed_sweep)
+    constant = report.load_sweep_runs(constant_sweep)
+    for sweep, runs in ((decayed_sweep, decayed), (constant_sweep, constant)):
+        if analysis.quality(runs) != "accuracy":
+            raise ConfigError(
+                f"the decayed zoo's reading is of classification accuracy; {sweep} reports "
+                f"{analysis.quality(runs)}"
+            )
     table = side_by_side(constant, decayed)
+    if table.empty:
+        raise ConfigError(
+            f"{decayed_sweep} and {constant_sweep} hold no net and optimizer in common"
+        )
     lines = [
-        f"# The zoo under a decayed rate: {args.decayed.name} against {args.constant.name}",
+        f"# The zoo under a decayed rate: {decayed_sweep.name} against {constant_sweep.name}",
         "",
         f"{len(decayed)} decayed runs ({decayed['optimizer'].nunique()} optimizers, seeds "
         f"{', '.join(map(str, sorted(decayed['seed'].unique())))}): each optimizer's rate chosen "
@@ -193,9 +204,20 @@ def main() -> None:
     for net in sorted(table["net"].unique(), key=style.natural_key):
         lines += net_section(net, table, decayed, constant)
     text = "\n".join(lines)
-    (args.decayed / "reading.md").write_text(text)
-    print(text)
+    (decayed_sweep / "reading.md").write_text(text)
+    return text
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(
+        prog="zoo_decay_reading",
+        description="The zoo under a decayed rate against the constant-rate zoo: "
+        "<decayed>/reading.md.",
+    )
+    parser.add_argument("decayed", nargs="?", type=Path, default=ROOT / "results" / "zoo_decay")
+    parser.add_argument("constant", nargs="?", type=Path, default=ROOT / "results" / "zoo")
+    args = parser.parse_args()
+    try:
+        print(main(args.decayed, args.constant))
+    except (HarnessError, ValueError) as exc:  # a user's folder: one line, no traceback
+        exit_with_error("zoo_decay_reading", str(exc))

@@ -728,6 +728,67 @@ def test_momentum_axis_and_effective_step_figures(momentum_sweep):
 
 
 @pytest.mark.slow
+def test_the_decayed_studys_reading_compares_picks_made_on_validation(smoke_sweep, tmp_path):
+    """The decayed study's reading against the constant-rate one, on tables whose answers are
+    known: every decayed test accuracy is the constant one plus a point (so each difference is
+    +1 point and the verdicts rank alike), adam's validation lifted so that it is the decayed
+    reference, and a Schedule-Free copy of adam two points below it at a constant rate."""
+    sys.path.insert(0, str(REPO / "experiments"))
+    import zoo_decay_reading
+
+    runs, curves = load_runs(smoke_sweep), load_curves(smoke_sweep)
+    adam = runs["optimizer"] == "adam"
+    free = runs[adam & (runs["batch_size"] == 128)].assign(
+        optimizer="schedulefree_adamw",
+        config_id=lambda f: "sf" + f["config_id"],
+        run_dir=lambda f: f["run_dir"] + "-sf",
+        final_test_accuracy=lambda f: f["final_test_accuracy"] - 0.02,
+    )
+    free["config"] = [  # the table's config columns are read back from its config
+        c.replace('"torch.optim.Adam"', '"schedulefree.AdamWScheduleFree"') for c in free["config"]
+    ]
+    constant = write_sweep(tmp_path / "constant", pd.concat([runs, free]), curves)
+    lifted = runs.assign(
+        final_test_accuracy=runs["final_test_accuracy"] + 0.01,
+        final_val_accuracy=runs["final_val_accuracy"] + 0.12 * adam,
+    )
+    decayed = write_sweep(tmp_path / "decayed", lifted, curves)
+
+    table = zoo_decay_reading.side_by_side(load_runs(constant), load_runs(decayed))
+    assert sorted(table["optimizer"].unique()) == ["adam", "momentum", "sgd"]  # both hold them
+    assert table["difference"].to_numpy() == pytest.approx(0.01)
+    assert (table["decayed_lr"] == table["constant_lr"]).all()  # validation picks, not test
+    upside_down = lifted.assign(final_test_accuracy=1 - lifted["final_test_accuracy"])
+    inverted = zoo_decay_reading.side_by_side(load_runs(constant), upside_down)
+    assert inverted["decayed_lr"].tolist() == table["decayed_lr"].tolist()
+
+    text = zoo_decay_reading.main(decayed, constant)
+    assert text == (decayed / "reading.md").read_text()
+    assert text.count("Spearman 1.00, Kendall 1.00") == 2  # net1, net2
+    assert text.count("Decayed reference (the course's best on validation): adam") == 2
+    assert "after Bonferroni over 2" in text
+    assert text.count("Schedule-Free at a constant rate: schedulefree_adamw") == 2
+    assert text.count("-3.00 points") == 2  # adam - 0.02 against adam + 0.01
+
+    def reading(*folders: Path) -> subprocess.CompletedProcess:
+        script = REPO / "experiments" / "zoo_decay_reading.py"
+        return subprocess.run(
+            [sys.executable, str(script), *map(str, folders)], capture_output=True, text=True
+        )
+
+    renamed = write_sweep(
+        tmp_path / "renamed", runs.assign(optimizer="zoo_" + runs["optimizer"]), curves
+    )
+    for folders, message in [
+        ((tmp_path / "missing", constant), "is not a folder"),
+        ((renamed, constant), "no net and optimizer in common"),
+    ]:
+        refused = reading(*folders)
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+        assert message in refused.stderr
+
+
+@pytest.mark.slow
 def test_the_decayed_studys_members_are_chosen_on_validation(smoke_sweep, tmp_path):
     """The zoo's best per net that join the decayed study are ranked by validation accuracy,
     whatever the test set says: with validation scores that invert the test ranking, the pick
