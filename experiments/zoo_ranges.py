@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness import report
+from harness.errors import ConfigError, HarnessError, exit_with_error
 from harness.markdown import markdown_table
-from harness.results import load_runs
 from harness.tuning.selection import choose
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,14 +33,17 @@ CHANGED_DEFAULTS = ("adashift", "adopt", "fadam", "kron", "pto_adafactor", "rose
 NOTICEABLE = 0.001  # a gain of at least 0.1 point of validation accuracy
 
 
-def picks(folder: Path) -> pd.DataFrame:
-    """Per net and optimizer of a tuning study: the pick's rate and validation accuracy, and
-    the trials' number and range."""
-    runs = load_runs(folder)
+def picks(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per net and optimizer of a tuning study's runs: the pick's rate and validation accuracy,
+    and the trials' number (configs, whatever their seeds) and range."""
     runs = runs.assign(lr=[json.loads(c).get(KEY) for c in runs["config"]])
     chosen = choose(runs, [KEY], [])
-    rate = runs.set_index("config_id")["lr"]
-    tried = runs.groupby(["model", "optimizer"])["lr"].agg(["count", "min", "max"])
+    rate = runs.groupby("config_id")["lr"].first()
+    trials = runs.groupby(["model", "optimizer"])
+    tried = trials["lr"].agg(["min", "max"]).assign(count=trials["config_id"].nunique())
+    # where every trial ends alike the rate moves nothing (the Muon family's AdamW fallback
+    # trains net1's only layer at its own rate): the pick is the tie-break's
+    tried["alike"] = trials["final_val_accuracy"].agg(lambda v: v.nunique() == 1)
     tried.index.names = ["net", "optimizer"]
     table = pd.DataFrame(
         {
@@ -71,21 +75,24 @@ def reading(both: pd.DataFrame, new: Path, old: Path) -> str:
         f"Phase 1's pick per net and optimizer (the best trial on validation, 2,000 iterations): "
         f"in `{old.name}` among ten rates drawn from 1e-4..3 for every optimizer, in "
         f"`{new.name}` among those drawn from its own range (two decades each way of its default "
-        "rate, searched again beyond a pick at the edge). 'Moved': another trial is picked. "
+        "rate, searched again beyond a pick at the edge). 'Moved': another trial is picked; "
+        "'every trial alike': all of an optimizer's trials end with the same validation "
+        "accuracy, the rate moves nothing and the pick is the tie-break's (the smaller rate). "
         f"Optimizers whose defaults changed in between ({', '.join(CHANGED_DEFAULTS)}: the "
         "harness had passed None for a default it could not hold) train another optimizer in "
         "effect, and are counted apart.",
         "",
         "| net | optimizers | picks moved | of which gain ≥ 0.1 point | lose ≥ 0.1 point | "
-        "defaults changed |",
-        "|---|---:|---:|---:|---:|---:|",
+        "every trial alike | defaults changed |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for net, rows in both.groupby(level="net", sort=False):
         same = rows[~rows["defaults changed"]]
         moved = same[same["moved"]]
         lines.append(
             f"| {net} | {len(rows)} | {len(moved)} | {(moved['gain'] >= NOTICEABLE).sum()} | "
-            f"{(moved['gain'] <= -NOTICEABLE).sum()} | {rows['defaults changed'].sum()} |"
+            f"{(moved['gain'] <= -NOTICEABLE).sum()} | {moved['alike'].sum()} | "
+            f"{rows['defaults changed'].sum()} |"
         )
     table = both[both["moved"] | both["defaults changed"]].reset_index()
     table = table.sort_values(["net", "gain"], ascending=[True, False])
@@ -93,7 +100,8 @@ def reading(both: pd.DataFrame, new: Path, old: Path) -> str:
         {
             "net": table["net"],
             "optimizer": table["optimizer"]
-            + table["defaults changed"].map({True: " (defaults)", False: ""}),
+            + table["defaults changed"].map({True: " (defaults)", False: ""})
+            + table["alike"].map({True: " (every trial alike)", False: ""}),
             "pick, wide": table["lr_wide"].map(_rate),
             "pick, own range": table["lr"].map(_rate),
             "trials": table["count"].astype(int),
@@ -107,17 +115,34 @@ def reading(both: pd.DataFrame, new: Path, old: Path) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("new", nargs="?", type=Path, default=ROOT / "results" / "zoo_tune")
-    parser.add_argument("old", nargs="?", type=Path, default=ROOT / "results" / "zoo_wide_tune")
-    args = parser.parse_args()
-    both = compared(picks(args.new), picks(args.old))
-    both = both.sort_index()  # net1 < net2 < net3, optimizers by name
-    text = reading(both, args.new, args.old)
-    (args.new / "ranges.md").write_text(text)
-    print(text)
+def main(new: Path, old: Path) -> str:
+    """Write <new>/ranges.md and return its text."""
+    found = []
+    for sweep in (new, old):
+        if not sweep.is_dir():
+            raise ConfigError(f"{sweep} is not a folder")
+        runs = report.load_sweep_runs(sweep)
+        if runs["final_val_accuracy"].isna().all():
+            raise ConfigError(f"{sweep} has no validation accuracy to pick a rate by")
+        found.append(picks(runs))
+    both = compared(*found).sort_index()  # net1 < net2 < net3, optimizers by name
+    if both.empty:
+        raise ConfigError(f"{new} and {old} tune no net and optimizer in common")
+    text = reading(both, new, old)
+    (new / "ranges.md").write_text(text)
+    return text
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(
+        prog="zoo_ranges",
+        description="What searching each optimizer's rate in its own range changed in phase 1: "
+        "<new>/ranges.md.",
+    )
+    parser.add_argument("new", nargs="?", type=Path, default=ROOT / "results" / "zoo_tune")
+    parser.add_argument("old", nargs="?", type=Path, default=ROOT / "results" / "zoo_wide_tune")
+    args = parser.parse_args()
+    try:
+        print(main(args.new, args.old))
+    except (HarnessError, ValueError) as exc:  # a user's folder: one line, no traceback
+        exit_with_error("zoo_ranges", str(exc))

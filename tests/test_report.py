@@ -788,6 +788,84 @@ def test_the_decayed_studys_reading_compares_picks_made_on_validation(smoke_swee
         assert message in refused.stderr
 
 
+def run_script(name: str, *args: Path) -> subprocess.CompletedProcess:
+    script = REPO / "experiments" / f"{name}.py"
+    return subprocess.run(
+        [sys.executable, str(script), *map(str, args)], capture_output=True, text=True
+    )
+
+
+@pytest.mark.slow
+def test_the_ranges_reading_counts_the_picks_that_moved(smoke_sweep, tmp_path):
+    """Phase 1 searched two ways: adam's smaller rate lifted on validation moves its pick on
+    both nets (and only its); an optimizer whose trials all end alike is marked."""
+    sys.path.insert(0, str(REPO / "experiments"))
+    import zoo_ranges
+
+    runs, curves = load_runs(smoke_sweep), load_curves(smoke_sweep)
+    runs = runs[runs["batch_size"] == 128]
+    slow_adam = (runs["optimizer"] == "adam") & (runs["lr"] == 0.001)
+    moved = runs.assign(final_val_accuracy=runs["final_val_accuracy"] + 0.2 * slow_adam)
+    moved.loc[moved["optimizer"] == "momentum", "final_val_accuracy"] = 0.5
+    new = write_sweep(tmp_path / "new", moved, curves)
+    old = write_sweep(tmp_path / "old", runs, curves)
+    picks = zoo_ranges.picks(load_runs(new))
+    assert picks.xs("adam", level="optimizer")["lr"].tolist() == [0.001, 0.001]
+    assert picks["alike"].groupby(level="optimizer").all().to_dict() == {
+        "adam": False,
+        "momentum": True,
+        "sgd": False,
+    }
+    text = zoo_ranges.main(new, old)
+    assert text == (new / "ranges.md").read_text()
+    table = text.split("## The picks that moved")[1]
+    assert table.count("| adam |") == 2 and "| sgd |" not in table
+    for net in ("net1", "net2"):
+        counts = next(line for line in text.splitlines() if line.startswith(f"| {net} |"))
+        moved_count, alike = int(counts.split("|")[3]), int(counts.split("|")[6])
+        assert moved_count >= 1 and alike == moved_count - 1  # adam, and momentum if it moved
+    refused = run_script("zoo_ranges", tmp_path / "missing", old)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "is not a folder" in refused.stderr
+
+
+@pytest.mark.slow
+def test_the_verdicts_changes_list_what_moved_and_the_changed_defaults(smoke_sweep, tmp_path):
+    """sgd's net1 seeds lifted to 99 % turn its verdict against momentum (net1's reference)
+    from not told apart to better at 95 % (not after Bonferroni: two seeds); adam, renamed
+    adopt in both studies, is listed as a changed default whatever its verdict."""
+    sys.path.insert(0, str(REPO / "experiments"))
+    import zoo_changes
+
+    runs, curves = load_runs(smoke_sweep), load_curves(smoke_sweep)
+    runs = runs.assign(optimizer=runs["optimizer"].replace({"adam": "adopt"}))
+    lifted = runs.copy()
+    lifted.loc[
+        (lifted["optimizer"] == "sgd") & (lifted["model"] == "net1"), "final_test_accuracy"
+    ] = 0.99
+    old = write_sweep(tmp_path / "old", runs, curves)
+    new = write_sweep(tmp_path / "new", lifted, curves)
+    before = zoo_changes.verdicts(load_runs(old)).loc["net1"]
+    assert before.loc["sgd", "verdict"] == "not told apart"
+    text = zoo_changes.main(new, old)
+    assert text == (new / "changes.md").read_text()
+    net1 = text.split("## net1")[1].split("## net2")[0]
+    assert "Reference, earlier: momentum" in net1 and "now: momentum" in net1
+    assert "| sgd |" in net1 and "| not told apart → better | not told apart |" in net1
+    assert "| adopt (defaults) |" in net1 and "| adopt (defaults) |" in text.split("## net2")[1]
+    assert "| momentum |" not in text  # the reference, unchanged: not listed
+    for folders, message in [
+        ((tmp_path / "missing", old), "is not a folder"),
+        (
+            (write_sweep(tmp_path / "none", runs[runs["optimizer"] == "adopt"], curves), old),
+            "none of the course",
+        ),
+    ]:
+        refused = run_script("zoo_changes", *folders)
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+        assert message in refused.stderr
+
+
 @pytest.mark.slow
 def test_the_decayed_studys_members_are_chosen_on_validation(smoke_sweep, tmp_path):
     """The zoo's best per net that join the decayed study are ranked by validation accuracy,
