@@ -5,6 +5,7 @@ import math
 
 import pandas as pd
 import pytest
+import torch
 
 from conftest import SMALL_RUN, CountingSGD, SlowSGD, compose_config, run_cli, train_in_process
 from harness.config.identity import config_hash
@@ -155,6 +156,28 @@ def test_a_steps_time_alone_is_measured_in_a_few_of_its_steps_when_they_are_slow
     assert optimizer.steps == checked_and_warm + timed
     (failure, seconds), *_ = preflight.measured()["first_step"].values()
     assert failure is None and seconds >= optimizer.seconds
+
+
+def test_a_step_stalled_once_by_another_process_does_not_set_the_steps_time(monkeypatch):
+    """Steps of 1 ms on a clock of their own, the fifth timed one stalled for 2 s (another
+    process had the core): the step's time is 1 ms, not the mean's ~0.4 s."""
+    clock = [0.0]
+    monkeypatch.setattr(first_step.time, "perf_counter", lambda: clock[0])
+
+    class Members:
+        steps = 0
+
+        def step(self, rows):
+            self.steps += 1
+            clock[0] += 2.0 if self.steps == WARMUP_STEPS + 5 else 0.001
+
+        def failures(self):
+            return {}
+
+    members = Members()
+    seconds = first_step._seconds_per_step(members, torch.arange(4), torch.device("cpu"))
+    assert seconds == pytest.approx(0.001)
+    assert members.steps == WARMUP_STEPS + 5  # the stall ran past the calibration's second
 
 
 @pytest.mark.parametrize("fail_at", [1 + WARMUP_STEPS, 1 + WARMUP_STEPS + 2])
