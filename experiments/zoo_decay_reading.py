@@ -18,6 +18,9 @@ Writes <decayed>/reading.md, per net:
   Schedule-Free family in the constant-rate zoo (chosen on validation) against the best setting
   of the decayed study (chosen on validation), Welch's interval of the difference.
 
+and <decayed>/constant_vs_decayed.png: per net, each optimizer's final test accuracy under
+both schedules (mean and 95 % CI), the decayed reference as a dashed line.
+
 Every pick is the validation set's; the test set only reports.
 """
 
@@ -26,16 +29,23 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from scipy import stats
 
 from harness import analysis, report, style
-from harness.analysis.reference import BETTER, TIED, WORSE, welch_interval
+from harness.analysis.reference import BETTER, REFERENCE, TIED, WORSE, welch_interval
 from harness.errors import ConfigError, HarnessError, exit_with_error
 from harness.markdown import markdown_table
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEDULE_FREE = "schedulefree"  # the family's names begin with it
+FIGURE = "constant_vs_decayed.png"
+# The figure's colours: the constant rate in grey, the decayed one in blue.
+SCHEDULES = {"constant": ("0.45", "o"), "decayed": ("#1f77b4", "s")}
+SHOWN_BELOW = 3.0  # points below a net's best mean that its panel shows; lower means at its edge
 
 
 def picked(runs: pd.DataFrame) -> pd.DataFrame:
@@ -175,6 +185,79 @@ def schedule_free(net: str, constant: pd.DataFrame, decayed: pd.DataFrame) -> li
     ]
 
 
+@style.styled
+def schedule_figure(table: pd.DataFrame, reference: dict[str, float]) -> Figure:
+    """Per net, each optimizer's final test accuracy at a constant rate and decayed to zero
+    (mean and 95 % CI over seeds, each at its rate chosen on validation), sorted by the decayed
+    mean, the best at the top; `reference`: each net's decayed reference mean (a dashed line).
+    A panel shows SHOWN_BELOW points below its best mean: a lower mean is drawn at its left
+    edge with its value written."""
+    nets = sorted(table["net"].unique(), key=style.natural_key)
+    rows = max((table["net"] == net).sum() for net in nets)
+    fig = Figure(figsize=(4.2 * len(nets), 1.2 + 0.22 * rows), layout="constrained")
+    axes = fig.subplots(1, len(nets), squeeze=False)[0]
+    for ax, net in zip(axes, nets, strict=True):
+        part = table[table["net"] == net].sort_values("decayed", na_position="first")
+        y = np.arange(len(part))
+        best = 100 * np.nanmax(part[["constant", "decayed"]].to_numpy())
+        low = best - SHOWN_BELOW
+        for (column, (color, marker)), shift in zip(SCHEDULES.items(), (0.17, -0.17), strict=True):
+            mean = 100 * part[column].to_numpy()
+            ci = 100 * part[f"{column}_ci"].fillna(0).to_numpy()
+            below = mean < low
+            ax.errorbar(
+                np.where(below, low, mean),
+                y + shift,
+                xerr=np.where(below, 0, ci),
+                fmt=marker,
+                color=color,
+                markersize=4,
+                elinewidth=1,
+                capsize=0,
+            )
+            for row in np.flatnonzero(below):
+                ax.annotate(
+                    f" {mean[row]:.1f}",
+                    (low, y[row] + shift),
+                    xytext=(3, 0),
+                    textcoords="offset points",
+                    fontsize=7,
+                    color=color,
+                    va="center",
+                )
+        if net in reference:
+            ax.axvline(100 * reference[net], color=SCHEDULES["decayed"][0], ls="--", lw=0.8)
+        ax.set_yticks(y, part["optimizer"], fontsize=8)
+        ax.set_ylim(-0.7, len(part) - 0.3)
+        ax.set_xlim(low - 0.15, best + 0.6)
+        ax.set_xlabel("final test accuracy (%)")
+        ax.set_title(net)
+        ax.grid(axis="y", visible=False)
+    handles = [
+        Line2D([], [], color=color, marker=marker, ls="", label=f"{name} rate")
+        for name, (color, marker) in SCHEDULES.items()
+    ]
+    handles.append(
+        Line2D([], [], color=SCHEDULES["decayed"][0], ls="--", lw=0.8, label="decayed reference")
+    )
+    style.figure_legend(fig, handles, [h.get_label() for h in handles])
+    style.wrapped_suptitle(
+        fig,
+        "Final test accuracy at a constant rate and decayed to zero, each optimizer at its rate "
+        "chosen on validation (mean and 95 % CI over seeds)",
+    )
+    return fig
+
+
+def decayed_references(decayed: pd.DataFrame) -> dict[str, float]:
+    """Per net, the decayed reference's mean test accuracy (the course's best on validation)."""
+    versus = analysis.against_reference(decayed, style.COURSE_OPTIMIZERS)
+    if versus.empty:
+        return {}
+    chosen = versus[versus["verdict"] == REFERENCE]
+    return dict(zip(chosen["net"], chosen[f"{analysis.final_quality(decayed)}_mean"], strict=True))
+
+
 def main(decayed_sweep: Path, constant_sweep: Path) -> str:
     """Write <decayed_sweep>/reading.md and return its text."""
     for sweep in (decayed_sweep, constant_sweep):
@@ -203,6 +286,8 @@ def main(decayed_sweep: Path, constant_sweep: Path) -> str:
     ]
     for net in sorted(table["net"].unique(), key=style.natural_key):
         lines += net_section(net, table, decayed, constant)
+    style.save_figure(schedule_figure(table, decayed_references(decayed)), decayed_sweep / FIGURE)
+    lines += [f"![Constant against decayed, per net]({FIGURE})", ""]
     text = "\n".join(lines)
     (decayed_sweep / "reading.md").write_text(text)
     return text

@@ -769,6 +769,17 @@ def test_the_decayed_studys_reading_compares_picks_made_on_validation(smoke_swee
     assert "after Bonferroni over 2" in text
     assert text.count("Schedule-Free at a constant rate: schedulefree_adamw") == 2
     assert text.count("-3.00 points") == 2  # adam - 0.02 against adam + 0.01
+    assert f"![Constant against decayed, per net]({zoo_decay_reading.FIGURE})" in text
+    assert (decayed / zoo_decay_reading.FIGURE).stat().st_size > 0
+    figure = zoo_decay_reading.schedule_figure(table, {"net1": 0.9})
+    for ax, net in zip(figure.axes, ["net1", "net2"], strict=True):
+        rows = table[table["net"] == net].sort_values("decayed")
+        squares = next(line for line in ax.get_lines() if line.get_marker() == "s")
+        assert squares.get_xdata() == pytest.approx(100 * rows["decayed"].to_numpy())
+        assert [t.get_text() for t in ax.get_yticklabels()] == rows["optimizer"].tolist()
+    assert [
+        line.get_xdata()[0] for line in figure.axes[0].lines if line.get_linestyle() == "--"
+    ] == [90]
 
     def reading(*folders: Path) -> subprocess.CompletedProcess:
         script = REPO / "experiments" / "zoo_decay_reading.py"
