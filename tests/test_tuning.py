@@ -369,6 +369,46 @@ def test_the_evaluation_phase_takes_the_rate_the_validation_set_chose(tuning_stu
     assert "SGD " in reading.split("## Which are expensive per step")[1]
 
 
+def test_a_pick_is_at_the_edge_of_the_search_a_shortlist_was_drawn_from(tuning_study, tmp_path):
+    """A shortlist holds two of the search's three rates per optimizer: sgd's middle and
+    largest with the middle one best (no edge of the search, though it is one of the two), adam's
+    smallest best (an edge). 'At the edge' is judged on the search, followed back from the
+    shortlist's tuning.json."""
+    from harness.tuning.selection import searched_study, selection_table
+
+    _, search = tuning_study
+    runs = pd.read_parquet(search / RUNS_TABLE).sort_values("lr")
+    by_optimizer = dict(list(runs.groupby("optimizer")))
+    sgd, adam = by_optimizer["sgd"].iloc[1:], by_optimizer["adam"].iloc[:2]
+    short = pd.concat(
+        [sgd.assign(final_val_accuracy=[0.9, 0.8]), adam.assign(final_val_accuracy=[0.9, 0.8])]
+    )
+    folder = tmp_path / "shortlist"
+    folder.mkdir()
+    short.to_parquet(folder / RUNS_TABLE, index=False)
+    curves = pd.read_parquet(search / "curves.parquet")
+    curves[curves["run_dir"].isin(short["run_dir"])].to_parquet(folder / "curves.parquet")
+    protocol = {
+        "method": "shortlist",
+        "source": str(search),
+        "phase_keys": [],
+        "tuned_keys": ["optimizer.lr"],
+    }
+    (folder / "tuning.json").write_text(json.dumps(protocol))
+
+    assert searched_study(str(folder))[0] == str(search)
+    table = selection_table(str(folder), ["optimizer.lr"], []).set_index("setting")
+    assert table.loc["sgd", "optimizer.lr"] == sgd["lr"].iloc[0]  # the search's middle rate
+    assert table.loc["sgd", "at the edge"] == ""
+    assert table.loc["adam", "optimizer.lr"] == runs[runs["optimizer"] == "adam"]["lr"].min()
+    assert table.loc["adam", "at the edge"] == "optimizer.lr"
+    (folder / "tuning.json").unlink()  # the shortlist alone: both picks are edges of its two
+    assert (
+        selection_table(str(folder), ["optimizer.lr"], [])["at the edge"].tolist()
+        == ["optimizer.lr"] * 2
+    )
+
+
 def test_an_evaluation_of_an_unfinished_tuning_study_is_one_line(tuning_study, tmp_path):
     """A tuning study stopped part-way (a session's end) has fewer trials of some settings
     than it plans: a choice among them is not its protocol's, so the next phase refuses."""

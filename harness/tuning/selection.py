@@ -31,6 +31,7 @@ from harness.config.identity import flat_config, identity_config, identity_hash
 from harness.errors import ConfigError
 from harness.markdown import markdown_table
 from harness.results import load_runs, planned_by_last_invocation
+from harness.tuning.search import PROTOCOL_FILE, SHORTLIST
 
 RESOLVER = "tuned"
 SELECTION_FILE = "selection.md"
@@ -104,28 +105,56 @@ def edges(source: str | Path, key: str) -> dict[str, str]:
     the group tried, of two or more: "low" or "high"."""
     runs = load_runs(source)
     chosen = choose(runs, [key], [])
-    sides = _sides(runs, chosen, key, [key])
+    sides = _sides(runs, _picked_configs(runs, chosen), key, [key])
     return {g: side for g, side in zip(chosen["group"], sides, strict=True) if side}
 
 
+def _picked_configs(runs: pd.DataFrame, chosen: pd.DataFrame) -> list[dict[str, Any]]:
+    """The config of each chosen row (of `choose`)."""
+    configs = _configs(runs)
+    return [json.loads(configs[c]) for c in chosen["config_id"]]
+
+
 def _sides(
-    runs: pd.DataFrame, chosen: pd.DataFrame, key: str, dropped: list[str]
+    searched: pd.DataFrame, picks: list[dict[str, Any]], key: str, dropped: list[str]
 ) -> list[str | None]:
-    """For each chosen config (a row of `choose`): "low" or "high" where its value of `key` is
-    the smallest or largest its group (configs equal but for `dropped` and the seed) tried, of
-    two or more values; else None."""
-    values = pd.Series([json.loads(c).get(key) for c in runs["config"]], index=runs.index)
-    groups = [group_of(json.loads(c), dropped) for c in runs["config"]]
-    tried = values.groupby(groups).agg(["min", "max", "nunique"])
-    picked = dict(zip(runs["config_id"], values, strict=True))
+    """For each picked config: "low" or "high" where its value of `key` is the smallest or
+    largest its group (configs equal but for `dropped` and the seed) tried in the runs
+    `searched`, of two or more values; else None."""
+    configs = [json.loads(c) for c in _configs(searched)]
+    values = pd.Series([c.get(key) for c in configs])
+    tried = values.groupby([group_of(c, dropped) for c in configs]).agg(["min", "max", "nunique"])
     sides = []
-    for config_id, group in zip(chosen["config_id"], chosen["group"], strict=True):
-        low, high, n = tried.loc[group]
-        value = picked[config_id]
-        sides.append(
-            None if n < 2 else "low" if value == low else "high" if value == high else None
-        )
+    for pick in picks:
+        group, value = group_of(pick, dropped), pick.get(key)
+        if group not in tried.index or tried.loc[group, "nunique"] < 2:
+            sides.append(None)
+            continue
+        low, high = tried.loc[group, "min"], tried.loc[group, "max"]
+        sides.append("low" if value == low else "high" if value == high else None)
     return sides
+
+
+def searched_study(source: str) -> tuple[str, pd.DataFrame, list[str]]:
+    """The study that drew the trials of the tuning study in `source`, its runs, and the phase
+    keys in which its trials differ from `source`'s: `source` itself where it drew them; where
+    it is a shortlist (its tuning.json), the study it shortlisted from, followed back. A
+    shortlist's trials are that search's best few: the smallest of three is no edge of the
+    search, and the zoo's phase 2 flagged 302 of its 402 picks."""
+    folder, phase_keys, seen = Path(source), [], set()
+    while folder.resolve() not in seen:
+        seen.add(folder.resolve())
+        protocol = folder / PROTOCOL_FILE
+        tuning = json.loads(protocol.read_text()) if protocol.exists() else {}
+        named = Path(str(tuning.get("source")))
+        # beside the study first, as a copied results tree holds it; then as named
+        found = [p for p in (folder.parent / named.name, named) if p.is_dir()]
+        if tuning.get("method") != SHORTLIST or not found:
+            break
+        upstream = found[0]
+        phase_keys += tuning.get("phase_keys") or []
+        folder = upstream
+    return str(folder), tuning_runs(str(folder)), phase_keys
 
 
 def shortlist(
@@ -231,9 +260,11 @@ def selection_table(source: str, keys: list[str], phase_keys: list[str]) -> pd.D
     for key in keys:
         table[key] = [_value(row, runs, key) for _, row in chosen.iterrows()]
     table["n_trials"] = chosen["n_trials"]
-    # A choice at the smallest or largest value the study tried: the best may lie beyond it.
-    dropped = [*keys, *phase_keys]
-    sides = {k: _sides(runs, chosen, k, dropped) for k in keys}
+    # A choice at the smallest or largest value the search tried: the best may lie beyond it.
+    _, searched, search_phase_keys = searched_study(source)
+    dropped = [*keys, *phase_keys, *search_phase_keys]
+    picks = _picked_configs(runs, chosen)
+    sides = {k: _sides(searched, picks, k, dropped) for k in keys}
     table["at the edge"] = [", ".join(k for k in keys if sides[k][i]) for i in range(len(table))]
     table[metric] = chosen[f"{metric}_mean"]
     if f"{test}_mean" in chosen and test != metric:
@@ -253,6 +284,7 @@ def write_selection(sweep_dir: Path, config: DictConfig) -> None:
     source, phase_keys = str(tune.source), list(tune.get("phase_keys") or [])
     table = selection_table(source, keys, phase_keys)
     metric = analysis.selection_metric(tuning_runs(source))
+    searched = searched_study(source)[0]
     lines = [
         f"# Settings chosen by the tuning study in `{source}`",
         "",
@@ -262,8 +294,8 @@ def write_selection(sweep_dir: Path, config: DictConfig) -> None:
         "diverged seed never wins; ties go to the lower final training loss, then the smaller "
         "learning rate (`harness.analysis.best_configs`). The test set chose nothing: its "
         "column only reports the chosen trial's test quality at the tuning length. 'At the "
-        "edge': the choice is the smallest or largest value the study tried for that key, so "
-        "the best may lie beyond what was tried.",
+        f"edge': the choice is the smallest or largest value the search (`{searched}`) tried "
+        "for that key, so the best may lie beyond what was tried.",
         "",
         markdown_table(table, index=False),
         "",
