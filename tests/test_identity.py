@@ -210,7 +210,7 @@ def test_the_metric_direction_is_read_from_the_runs_table(tmp_path):
     assert higher_is_better(frame.assign(higher_is_better=True), "val_rmse")
     assert not higher_is_better(frame.assign(higher_is_better=True), "final_train_loss")
 
-    from harness.results import _recorded_direction
+    from harness.results.runs import _recorded_direction
 
     assert _recorded_direction(frame["config"][0]) is False
     assert _recorded_direction(json.dumps({"model.hidden": "[100]"})) is True
