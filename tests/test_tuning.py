@@ -409,6 +409,36 @@ def test_a_pick_is_at_the_edge_of_the_search_a_shortlist_was_drawn_from(tuning_s
     )
 
 
+def test_a_search_whose_trials_all_end_alike_has_no_edge(tuning_study, tmp_path):
+    """Where every trial of a search ends with the same validation quality (the rate moves
+    nothing), the tie-break's pick at the smallest rate is no edge: not searched beyond, and
+    marked so in selection.md; adam, its smallest rate made best, is at an edge."""
+    from harness.tuning.selection import edges, group_of, selection_table
+
+    _, search = tuning_study
+    runs = pd.read_parquet(search / RUNS_TABLE)
+    sgd, adam = runs["optimizer"] == "sgd", runs["optimizer"] == "adam"
+    smallest_adam = adam & (runs["lr"] == runs.loc[adam, "lr"].min())
+    runs.loc[sgd, ["final_val_accuracy", "final_train_loss"]] = 0.5  # as if the rate did nothing
+    runs.loc[adam, "final_val_accuracy"] = 0.4 + 0.5 * smallest_adam[adam]
+    folder = tmp_path / "alike"
+    folder.mkdir()
+    runs.to_parquet(folder / RUNS_TABLE, index=False)
+    (folder / "curves.parquet").write_bytes((search / "curves.parquet").read_bytes())
+
+    groups = {
+        o: group_of(
+            json.loads(runs.loc[runs["optimizer"] == o, "config"].iloc[0]), ["optimizer.lr"]
+        )
+        for o in ("sgd", "adam")
+    }
+    assert edges(folder, "optimizer.lr") == {groups["adam"]: "low"}
+    table = selection_table(str(folder), ["optimizer.lr"], []).set_index("setting")
+    assert table.loc["sgd", "at the edge"] == "(every trial alike)"
+    assert table.loc["sgd", "optimizer.lr"] == runs.loc[sgd, "lr"].min()  # the tie-break's
+    assert table.loc["adam", "at the edge"] == "optimizer.lr"
+
+
 def test_an_evaluation_of_an_unfinished_tuning_study_is_one_line(tuning_study, tmp_path):
     """A tuning study stopped part-way (a session's end) has fewer trials of some settings
     than it plans: a choice among them is not its protocol's, so the next phase refuses."""

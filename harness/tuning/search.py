@@ -23,7 +23,8 @@ and the space as written overlap (`centred_trials`: a study run again under the 
 trains only the trials that are new). With `beyond_edge: {decades: 2, rounds: 2}`, a pick at the
 edge of its range (the best trial by the validation rule is the smallest or largest rate
 tried) is searched again beyond that edge, `decades` more at the same density of trials, up to
-`rounds` times (the tuning sweeper plans each round from the last one's results).
+`rounds` times (the tuning sweeper plans each round from the last one's results); not where
+every trial ends alike, since the rate then moves nothing (`selection.edges`).
 
 Each key's range is written in Hydra's sweep grammar, as Hydra's Optuna sweeper reads it:
 `interval(a, b)` (uniform), `tag(log, interval(a, b))` (log-uniform), `choice(x, y, ...)`,

@@ -102,11 +102,11 @@ def choose(runs: pd.DataFrame, keys: list[str], phase_keys: list[str]) -> pd.Dat
 def edges(source: str | Path, key: str) -> dict[str, str]:
     """Per group of the tuning runs in `source` (configs equal but for `key` and the seed) whose
     chosen config (`choose`: validation only) holds the smallest or the largest value of `key`
-    the group tried, of two or more: "low" or "high"."""
+    the group tried, of two or more: "low" or "high" (not where every trial ends alike)."""
     runs = load_runs(source)
     chosen = choose(runs, [key], [])
     sides = _sides(runs, _picked_configs(runs, chosen), key, [key])
-    return {g: side for g, side in zip(chosen["group"], sides, strict=True) if side}
+    return {g: side for g, side in zip(chosen["group"], sides, strict=True) if side in SIDES}
 
 
 def _picked_configs(runs: pd.DataFrame, chosen: pd.DataFrame) -> list[dict[str, Any]]:
@@ -115,23 +115,41 @@ def _picked_configs(runs: pd.DataFrame, chosen: pd.DataFrame) -> list[dict[str, 
     return [json.loads(configs[c]) for c in chosen["config_id"]]
 
 
+# A pick in a group whose trials all end alike on the selection metric: no edge, since the key
+# moves nothing (the Muon family's AdamW part trains net1's only layer at its own rate) and the
+# tie-break takes the smallest value; searching beyond it would train trials for nothing.
+ALIKE = "alike"
+SIDES = ("low", "high")
+
+
 def _sides(
     searched: pd.DataFrame, picks: list[dict[str, Any]], key: str, dropped: list[str]
 ) -> list[str | None]:
     """For each picked config: "low" or "high" where its value of `key` is the smallest or
     largest its group (configs equal but for `dropped` and the seed) tried in the runs
-    `searched`, of two or more values; else None."""
-    configs = [json.loads(c) for c in _configs(searched)]
-    values = pd.Series([c.get(key) for c in configs])
-    tried = values.groupby([group_of(c, dropped) for c in configs]).agg(["min", "max", "nunique"])
+    `searched`, of two or more values; ALIKE where the group's trials all end alike; else
+    None."""
+    configs = _configs(searched)
+    groups = [group_of(json.loads(c), dropped) for c in configs]
+    metric = searched.groupby("config_id")[analysis.selection_metric(searched)].mean()
+    tried = pd.DataFrame(
+        {
+            "value": [json.loads(c).get(key) for c in configs],
+            "metric": metric.reindex(configs.index).to_numpy(),
+        }
+    ).groupby(groups)
+    values = tried["value"].agg(["min", "max", "nunique"])
+    alike = tried["metric"].agg(lambda m: m.notna().all() and m.nunique() == 1)
     sides = []
     for pick in picks:
         group, value = group_of(pick, dropped), pick.get(key)
-        if group not in tried.index or tried.loc[group, "nunique"] < 2:
+        if group not in values.index or values.loc[group, "nunique"] < 2:
             sides.append(None)
-            continue
-        low, high = tried.loc[group, "min"], tried.loc[group, "max"]
-        sides.append("low" if value == low else "high" if value == high else None)
+        elif alike[group]:
+            sides.append(ALIKE)
+        else:
+            low, high = values.loc[group, "min"], values.loc[group, "max"]
+            sides.append("low" if value == low else "high" if value == high else None)
     return sides
 
 
@@ -265,7 +283,11 @@ def selection_table(source: str, keys: list[str], phase_keys: list[str]) -> pd.D
     dropped = [*keys, *phase_keys, *search_phase_keys]
     picks = _picked_configs(runs, chosen)
     sides = {k: _sides(searched, picks, k, dropped) for k in keys}
-    table["at the edge"] = [", ".join(k for k in keys if sides[k][i]) for i in range(len(table))]
+    table["at the edge"] = [
+        ", ".join(k for k in keys if sides[k][i] in SIDES)
+        or ("(every trial alike)" if any(sides[k][i] == ALIKE for k in keys) else "")
+        for i in range(len(table))
+    ]
     table[metric] = chosen[f"{metric}_mean"]
     if f"{test}_mean" in chosen and test != metric:
         table[test] = chosen[f"{test}_mean"]
@@ -295,7 +317,9 @@ def write_selection(sweep_dir: Path, config: DictConfig) -> None:
         "learning rate (`harness.analysis.best_configs`). The test set chose nothing: its "
         "column only reports the chosen trial's test quality at the tuning length. 'At the "
         f"edge': the choice is the smallest or largest value the search (`{searched}`) tried "
-        "for that key, so the best may lie beyond what was tried.",
+        "for that key, so the best may lie beyond what was tried; '(every trial alike)': every "
+        "trial of the search ended with the same validation quality, the key moves nothing and "
+        "the choice is the tie-break's.",
         "",
         markdown_table(table, index=False),
         "",
