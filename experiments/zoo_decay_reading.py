@@ -180,7 +180,7 @@ def schedule_free(net: str, constant: pd.DataFrame, decayed: pd.DataFrame) -> li
         f"{100 * sf[f'{test}_mean']:.2f} %) against the best decayed setting, "
         f"{best['optimizer']} ({100 * best[f'{test}_mean']:.2f} %): "
         f"{100 * gain:+.2f} points [{100 * low:+.2f}, {100 * high:+.2f}]: it {verdict} "
-        "(the interval holds zero: matches; best of each chosen on validation).",
+        "(it matches where the interval holds zero; the best of each chosen on validation).",
         "",
     ]
 
