@@ -611,3 +611,40 @@ def test_a_tuning_study_is_followed_back_to_its_trials_or_skipped_in_one_line(
     study("tune", method="shortlist", source="results/shortlist")
     circle = report.tuning_study(shortlist)
     assert isinstance(circle, report.Skipped) and "in a circle" in str(circle)
+
+
+@pytest.mark.slow
+def test_the_decayed_zoos_three_phases_decay_each_run_to_zero_over_its_own_length(tmp_path):
+    """The decayed zoo's presets end to end on tiny runs: phase 1 (40 steps), its shortlist and
+    the evaluation (80 steps each), each run's rate warmed up to its peak and decayed to zero
+    at its last step, and the evaluation at the shortlist's pick on validation."""
+    from harness.results import load_curves, load_runs
+
+    names = 'tune.optimizers="sgd,schedulefree_sgd"'
+    small = [*TINY[:3], "train.eval_train_size=100", "train.log_every=1", "model=net1", names]
+    phases = [
+        ("zoo_decay_tune", "tune", 40, None, ["tune.budget=2"]),
+        ("zoo_decay_shortlist", "shortlist", 80, "tune", []),
+        ("zoo_decay", "evaluate", 80, "shortlist", []),
+    ]
+    for experiment, name, steps, source, extra in phases:
+        folder = tmp_path / name
+        overrides = [f"experiment={experiment}", *small, f"train.iterations={steps}"]
+        overrides += [f"train.eval_every={steps // 2}", *extra, f"hydra.sweep.dir={folder}"]
+        if source:
+            overrides.append(f"tune.source={tmp_path / source}")
+        result = run_cli("-m", *overrides, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        runs = load_runs(folder)
+        assert set(runs["schedule"]) == {"warmup_cosine"}
+        rates = load_curves(folder, runs, metrics=["lr"]).groupby("run_dir")["value"]
+        peak = runs.set_index("run_dir")["lr"]
+        assert rates.max().to_dict() == pytest.approx(peak.to_dict())
+        completed = runs.loc[runs["status"] == "completed", "run_dir"]
+        assert len(completed) and (rates.last()[completed] < 1e-3 * peak[completed]).all()
+    shortlist, evaluation = load_runs(tmp_path / "shortlist"), load_runs(tmp_path / "evaluate")
+    assert set(evaluation["seed"]) == {1, 2, 3}
+    best = shortlist.loc[shortlist.groupby("optimizer")["final_val_accuracy"].idxmax()]
+    assert evaluation.groupby("optimizer")["lr"].unique().map(list).to_dict() == {
+        o: [lr] for o, lr in zip(best["optimizer"], best["lr"], strict=True)
+    }
