@@ -6,12 +6,15 @@
 The 15 best of a net are its optimizers of the constant-rate zoo (phase 3), each at its rate
 chosen on validation, ranked by their mean final validation accuracy over seeds (a setting with a
 diverged seed ranks last); those already in the preset's list are skipped. The test set chooses
-nothing. Writes <zoo>/decay_members.md with the 15 per net and the commands that tune each net's
-members in one sweep folder:
+nothing. Writes <zoo>/decay_members.md with the 15 per net and, per net, the commands of the
+study's three phases over that net's members, each phase's nets in one sweep folder:
 
     harness-train -m experiment=zoo_decay_tune model=net1 'tune.optimizers="..."' sweep.append=true
+    # then experiment=zoo_decay_shortlist and experiment=zoo_decay, the same way
 
-(the list quoted: unquoted, Hydra would sweep over its names one by one).
+(the list quoted: unquoted, Hydra would sweep over its names one by one). A phase's preset alone
+sweeps the preset's list on every net; the members differ by net, so each phase is run once per
+net: every net's phase 1, then every net's phase 2, then phase 3.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from harness.markdown import markdown_table
 ROOT = Path(__file__).resolve().parents[1]
 PRESET = ROOT / "conf" / "experiment" / "zoo_decay_tune.yaml"
 BEST = 15  # the zoo's optimizers per net that join the course's nine and Schedule-Free
+PHASES = ("zoo_decay_tune", "zoo_decay_shortlist", "zoo_decay")
 
 
 def preset_members() -> list[str]:
@@ -65,7 +69,9 @@ def main(zoo: Path) -> str:
         "",
         f"From {zoo} (constant rate, phase 3): each optimizer at its rate chosen on "
         "validation, ranked by mean final validation accuracy over seeds; the preset's "
-        f"{len(members)} (the course's nine, the Schedule-Free family) are in every net's list.",
+        f"{len(members)} (the course's nine, the Schedule-Free family) are in every net's list. "
+        "Each phase runs once per net over its list: every net's phase 1, then every net's "
+        "phase 2, then phase 3 (each command resumes where it stopped).",
         "",
     ]
     for net, rows in best.groupby("net", sort=True):
@@ -84,8 +90,11 @@ def main(zoo: Path) -> str:
             markdown_table(table, index=False),
             "",
             "```bash",
-            f"harness-train -m experiment=zoo_decay_tune model={rows['model'].iloc[0]} "
-            f"'tune.optimizers=\"{names}\"' sweep.append=true",
+            *[
+                f"harness-train -m experiment={phase} model={rows['model'].iloc[0]} "
+                f"'tune.optimizers=\"{names}\"' sweep.append=true"
+                for phase in PHASES
+            ],
             "```",
             "",
         ]

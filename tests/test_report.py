@@ -908,8 +908,12 @@ def test_the_decayed_studys_members_are_chosen_on_validation(smoke_sweep, tmp_pa
     assert written.returncode == 0, written.stderr
     text = (tmp_path / "renamed" / "decay_members.md").read_text()
     assert "## net1" in text and "## net2" in text
-    command = "harness-train -m experiment=zoo_decay_tune model=net1 'tune.optimizers=\"sgd,"
-    assert command in text and ",zoo_" in text
+    net1 = [line for line in text.splitlines() if line.startswith("harness-train")][:3]
+    phases = ["zoo_decay_tune", "zoo_decay_shortlist", "zoo_decay"]
+    for line, phase in zip(net1, phases, strict=True):  # one list, three phases, net by net
+        assert line.startswith(f"harness-train -m experiment={phase} model=net1 'tune.optimizers=")
+        assert line.endswith("sweep.append=true") and line.split()[4] == net1[0].split()[4]
+    assert '="sgd,' in net1[0] and ",zoo_" in net1[0]
     only_preset = members_of(write_sweep(tmp_path / "inverted", inverted, curves))
     assert only_preset.returncode == 2 and "no optimizer beyond" in only_preset.stderr
     unsplit = write_sweep(tmp_path / "unsplit", runs.assign(final_val_accuracy=np.nan), curves)
