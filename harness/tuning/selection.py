@@ -117,7 +117,7 @@ def _picked_configs(runs: pd.DataFrame, chosen: pd.DataFrame) -> list[dict[str, 
 
 # A pick in a group whose trials all end alike on the selection metric: no edge, since the key
 # moves nothing (the Muon family's AdamW part trains net1's only layer at its own rate) and the
-# tie-break takes the smallest value; searching beyond it would train trials for nothing.
+# pick is the tie-break's; searching beyond it would train trials for nothing.
 ALIKE = "alike"
 SIDES = ("low", "high")
 
@@ -157,8 +157,8 @@ def searched_study(source: str) -> tuple[str, pd.DataFrame, list[str]]:
     """The study that drew the trials of the tuning study in `source`, its runs, and the phase
     keys in which its trials differ from `source`'s: `source` itself where it drew them; where
     it is a shortlist (its tuning.json), the study it shortlisted from, followed back. A
-    shortlist's trials are that search's best few: the smallest of three is no edge of the
-    search, and the zoo's phase 2 flagged 302 of its 402 picks."""
+    shortlist's trials are that search's best few, and the smallest of three is no edge of the
+    search (of the zoo's 402 picks, 302 are an edge of their shortlist, 20 of the search)."""
     folder, phase_keys, seen = Path(source), [], set()
     while folder.resolve() not in seen:
         seen.add(folder.resolve())
