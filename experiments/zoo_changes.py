@@ -15,7 +15,6 @@ earlier verdicts were the harness's error. Verdicts as in experiments/zoo_readin
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pandas as pd
@@ -23,7 +22,7 @@ from zoo_ranges import CHANGED_DEFAULTS
 
 from harness import analysis, report, style
 from harness.analysis.reference import BETTER, DIVERGED, REFERENCE, TIED, WORSE
-from harness.errors import ConfigError, HarnessError, exit_with_error
+from harness.errors import ConfigError, run_reading
 from harness.markdown import markdown_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,14 +150,8 @@ def main(new_sweep: Path, old_sweep: Path) -> str:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        prog="zoo_changes",
-        description="What the zoo's verdict changed against an earlier zoo: <new>/changes.md.",
+    run_reading(
+        main,
+        "What the zoo's verdict changed against an earlier zoo: <new>/changes.md.",
+        {"new": ROOT / "results" / "zoo", "old": ROOT / "results" / "zoo_wide"},
     )
-    parser.add_argument("new", nargs="?", type=Path, default=ROOT / "results" / "zoo")
-    parser.add_argument("old", nargs="?", type=Path, default=ROOT / "results" / "zoo_wide")
-    args = parser.parse_args()
-    try:
-        print(main(args.new, args.old))
-    except (HarnessError, ValueError) as exc:  # a user's folder: one line, no traceback
-        exit_with_error("zoo_changes", str(exc))

@@ -19,14 +19,13 @@ net: every net's phase 1, then every net's phase 2, then phase 3.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
 from harness import analysis, report
-from harness.errors import ConfigError, HarnessError, exit_with_error
+from harness.errors import ConfigError, run_reading
 from harness.markdown import markdown_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,11 +103,8 @@ def main(zoo: Path) -> str:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        prog="zoo_decay_members", description="The decayed study's members: <zoo>/decay_members.md."
+    run_reading(
+        main,
+        "The decayed study's members: <zoo>/decay_members.md.",
+        {"zoo": ROOT / "results" / "zoo"},
     )
-    parser.add_argument("zoo", nargs="?", type=Path, default=ROOT / "results" / "zoo")
-    try:
-        print(main(parser.parse_args().zoo))
-    except (HarnessError, ValueError) as exc:  # a user's folder: one line, no traceback
-        exit_with_error("zoo_decay_members", str(exc))

@@ -26,7 +26,6 @@ Every pick is the validation set's; the test set only reports.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +36,7 @@ from scipy import stats
 
 from harness import analysis, report, style
 from harness.analysis.reference import BETTER, REFERENCE, TIED, WORSE, welch_interval
-from harness.errors import ConfigError, HarnessError, exit_with_error
+from harness.errors import ConfigError, run_reading
 from harness.markdown import markdown_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -294,15 +293,8 @@ def main(decayed_sweep: Path, constant_sweep: Path) -> str:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        prog="zoo_decay_reading",
-        description="The zoo under a decayed rate against the constant-rate zoo: "
-        "<decayed>/reading.md.",
+    run_reading(
+        main,
+        "The zoo under a decayed rate against the constant-rate zoo: <decayed>/reading.md.",
+        {"decayed": ROOT / "results" / "zoo_decay", "constant": ROOT / "results" / "zoo"},
     )
-    parser.add_argument("decayed", nargs="?", type=Path, default=ROOT / "results" / "zoo_decay")
-    parser.add_argument("constant", nargs="?", type=Path, default=ROOT / "results" / "zoo")
-    args = parser.parse_args()
-    try:
-        print(main(args.decayed, args.constant))
-    except (HarnessError, ValueError) as exc:  # a user's folder: one line, no traceback
-        exit_with_error("zoo_decay_reading", str(exc))

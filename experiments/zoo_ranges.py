@@ -14,14 +14,13 @@ marked. Writes <new>/ranges.md.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import pandas as pd
 
 from harness import report
-from harness.errors import ConfigError, HarnessError, exit_with_error
+from harness.errors import ConfigError, run_reading
 from harness.markdown import markdown_table
 from harness.tuning.selection import choose
 
@@ -134,15 +133,9 @@ def main(new: Path, old: Path) -> str:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        prog="zoo_ranges",
-        description="What searching each optimizer's rate in its own range changed in phase 1: "
+    run_reading(
+        main,
+        "What searching each optimizer's rate in its own range changed in phase 1: "
         "<new>/ranges.md.",
+        {"new": ROOT / "results" / "zoo_tune", "old": ROOT / "results" / "zoo_wide_tune"},
     )
-    parser.add_argument("new", nargs="?", type=Path, default=ROOT / "results" / "zoo_tune")
-    parser.add_argument("old", nargs="?", type=Path, default=ROOT / "results" / "zoo_wide_tune")
-    args = parser.parse_args()
-    try:
-        print(main(args.new, args.old))
-    except (HarnessError, ValueError) as exc:  # a user's folder: one line, no traceback
-        exit_with_error("zoo_ranges", str(exc))

@@ -22,14 +22,13 @@ Every pick is the validation set's; the test set only reports.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pandas as pd
 
 from harness import analysis, report, style
 from harness.analysis.reference import BETTER, DIVERGED, REFERENCE, TIED, WORSE
-from harness.errors import ConfigError, HarnessError, exit_with_error
+from harness.errors import ConfigError, run_reading
 from harness.markdown import markdown_table
 from harness.tuning import tuning_curves
 
@@ -291,11 +290,8 @@ def main(sweep: Path) -> str:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        prog="zoo_reading", description="The zoo's reading in numbers: <sweep>/reading.md."
+    run_reading(
+        main,
+        "The zoo's reading in numbers: <sweep>/reading.md.",
+        {"sweep": ROOT / "results" / "zoo"},
     )
-    parser.add_argument("sweep", nargs="?", type=Path, default=ROOT / "results" / "zoo")
-    try:
-        print(main(parser.parse_args().sweep))
-    except (HarnessError, ValueError) as exc:  # a user's folder: one line, no traceback
-        exit_with_error("zoo_reading", str(exc))
