@@ -22,7 +22,7 @@ import pandas as pd
 from harness import report
 from harness.errors import ConfigError, run_reading
 from harness.markdown import markdown_table
-from harness.tuning.selection import choose
+from harness.tuning.selection import ALIKE, choose, pick_sides
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "optimizer.lr"
@@ -40,9 +40,6 @@ def picks(runs: pd.DataFrame) -> pd.DataFrame:
     rate = runs.groupby("config_id")["lr"].first()
     trials = runs.groupby(["model", "optimizer"])
     tried = trials["lr"].agg(["min", "max"]).assign(count=trials["config_id"].nunique())
-    # where every trial ends alike the rate moves nothing (the Muon family's AdamW fallback
-    # trains net1's only layer at its own rate): the pick is the tie-break's
-    tried["alike"] = trials["final_val_accuracy"].agg(lambda v: v.nunique() == 1)
     tried.index.names = ["net", "optimizer"]
     table = pd.DataFrame(
         {
@@ -50,6 +47,9 @@ def picks(runs: pd.DataFrame) -> pd.DataFrame:
             "optimizer": chosen["optimizer"].to_numpy(),
             "lr": chosen["config_id"].map(rate).to_numpy(),
             "val": chosen["final_val_accuracy_mean"].to_numpy(),
+            # where every trial ends alike the rate moves nothing (the Muon family's AdamW
+            # fallback trains net1's only layer at its own rate): the pick is the tie-break's
+            "alike": [side == ALIKE for side in pick_sides(runs, chosen, KEY)],
         }
     ).set_index(["net", "optimizer"])
     return table.join(tried)

@@ -649,3 +649,31 @@ def test_the_decayed_zoos_three_phases_decay_each_run_to_zero_over_its_own_lengt
     assert evaluation.groupby("optimizer")["lr"].unique().map(list).to_dict() == {
         o: [lr] for o, lr in zip(best["optimizer"], best["lr"], strict=True)
     }
+
+
+def test_a_lineage_follows_shortlists_and_evaluations_back_to_the_search(tmp_path):
+    """An evaluation (tune.source in its multirun.yaml) of a shortlist of a shortlist of a
+    search: followed back to the search, with the phase keys of both shortlists; the report's
+    tuning study and the selection's searched study are that one folder."""
+    from harness.tuning.lineage import DREW, UNTUNED, lineage
+
+    def study(name: str, protocol: dict | None = None, source: str | None = None) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        if protocol is not None:
+            (folder / PROTOCOL_FILE).write_text(json.dumps({"tuned_keys": ["lr"], **protocol}))
+        if source is not None:
+            (folder / "multirun.yaml").write_text(f"tune:\n  source: {source}\n")
+        return folder
+
+    search = study("search", {"method": "random"})
+    study("short", {"method": "shortlist", "source": "search", "phase_keys": ["a"]})
+    study("shorter", {"method": "shortlist", "source": "short", "phase_keys": ["b"]})
+    evaluation = study("evaluation", source="shorter")
+
+    traced = lineage(evaluation)
+    assert [s.folder.name for s in traced.studies] == ["evaluation", "shorter", "short", "search"]
+    assert traced.end == DREW and traced.last.folder == search
+    assert traced.phase_keys == ["b", "a"]
+    assert report.tuning_study(evaluation).sweep == search
+    assert lineage(study("grid")).end == UNTUNED  # a sweep that tuned nothing ends at itself

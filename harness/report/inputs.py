@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-from omegaconf import OmegaConf
 
 from harness import analysis
 from harness.analysis import LR_KEY
@@ -22,7 +21,8 @@ from harness.results import (
     load_runs,
 )
 from harness.tuning import tuning_curves
-from harness.tuning.search import PROTOCOL_FILE, SHORTLIST
+from harness.tuning.lineage import CIRCLE, DREW, MISSING, evaluation_source, lineage
+from harness.tuning.search import PROTOCOL_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 # The course results, committed; the default sweep of the notebooks.
@@ -131,36 +131,23 @@ class TuningStudy:
 def tuning_study(sweep: Path, runs: pd.DataFrame | None = None) -> TuningStudy | Skipped:
     """The study of `sweep`'s tuning curves: its own trials where it drew them (a tuning study of
     random or grid trials: its tuning.json); where its values came from an earlier study, that
-    study's, followed back: a shortlist's trials are an earlier study's best (not draws, so a
-    curve over them would flatter every optimizer), and an evaluation phase (`${tuned:}`, its
-    tune.source in multirun.yaml) trained one pick per setting. Skipped (why) where the sweep
-    tuned nothing or its source is not here: beside the sweep, or a folder as given. `runs`: the
-    sweep's, where the caller has read them already."""
-    first, seen = sweep, set()
-    while sweep.resolve() not in seen:
-        seen.add(sweep.resolve())
-        protocol = sweep / PROTOCOL_FILE
-        if protocol.exists():
-            tuning = json.loads(protocol.read_text())
-            if tuning["method"] != SHORTLIST:
-                own = runs is not None and sweep == first
-                return TuningStudy(sweep, tuning["tuned_keys"], runs if own else load_runs(sweep))
-            source = tuning["source"]
-        else:
-            source = _evaluation_source(sweep)
-            if source is None:
-                why = "no tuning.json in the sweep folder, no tune.source"
-                followed = (
-                    f"{sweep}, where {first}'s values came from, is " if sweep != first else ""
-                )
-                return Skipped(f"{followed}not a tuning study ({why})")
-        # beside the sweep first: a copied or moved results tree reads its own study, not the
-        # one its relative name happens to find under the current folder
-        found = [p for p in (sweep.parent / Path(source).name, Path(source)) if p.is_dir()]
-        if not found:
-            return Skipped(f"the tuning study of {sweep}, {source}, is not here")
-        sweep = found[0]
-    return Skipped(f"the tuning studies of {first} name each other in a circle")
+    study's, followed back (`harness.tuning.lineage`): a shortlist's trials are an earlier
+    study's best (not draws, so a curve over them would flatter every optimizer), and an
+    evaluation phase (`${tuned:}`, its tune.source in multirun.yaml) trained one pick per
+    setting. Skipped (why) where the sweep tuned nothing or its source is not here: beside the
+    sweep, or a folder as given. `runs`: the sweep's, where the caller has read them already."""
+    traced = lineage(sweep)
+    last = traced.last.folder
+    if traced.end == DREW:
+        own = runs if runs is not None and last == sweep else load_runs(last)
+        return TuningStudy(last, traced.last.protocol["tuned_keys"], own)
+    if traced.end == MISSING:
+        return Skipped(f"the tuning study of {last}, {traced.missing}, is not here")
+    if traced.end == CIRCLE:
+        return Skipped(f"the tuning studies of {sweep} name each other in a circle")
+    why = "no tuning.json in the sweep folder, no tune.source"
+    followed = f"{last}, where {sweep}'s values came from, is " if last != sweep else ""
+    return Skipped(f"{followed}not a tuning study ({why})")
 
 
 def tuning_study_or_rates(sweep: Path, runs: pd.DataFrame) -> TuningStudy:
@@ -171,14 +158,6 @@ def tuning_study_or_rates(sweep: Path, runs: pd.DataFrame) -> TuningStudy:
     study = tuning_study(sweep, runs)
     if isinstance(study, TuningStudy):
         return study
-    if (sweep / PROTOCOL_FILE).exists() or _evaluation_source(sweep) is not None:
+    if (sweep / PROTOCOL_FILE).exists() or evaluation_source(sweep) is not None:
         raise study
     return TuningStudy(sweep, [LR_KEY], runs)
-
-
-def _evaluation_source(sweep: Path) -> str | None:
-    """The tune.source of the sweep's invocation (its multirun.yaml), or None."""
-    invocation = sweep / "multirun.yaml"
-    if not invocation.exists():
-        return None
-    return OmegaConf.select(OmegaConf.load(invocation), "tune.source", default=None)

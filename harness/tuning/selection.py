@@ -31,7 +31,7 @@ from harness.config.identity import flat_config, identity_config, identity_hash
 from harness.errors import ConfigError
 from harness.markdown import markdown_table
 from harness.results import load_runs, planned_by_last_invocation
-from harness.tuning.search import PROTOCOL_FILE, SHORTLIST
+from harness.tuning.lineage import lineage
 
 RESOLVER = "tuned"
 SELECTION_FILE = "selection.md"
@@ -105,8 +105,15 @@ def edges(source: str | Path, key: str) -> dict[str, str]:
     the group tried, of two or more: "low" or "high" (not where every trial ends alike)."""
     runs = load_runs(source)
     chosen = choose(runs, [key], [])
-    sides = _sides(runs, _picked_configs(runs, chosen), key, [key])
+    sides = pick_sides(runs, chosen, key)
     return {g: side for g, side in zip(chosen["group"], sides, strict=True) if side in SIDES}
+
+
+def pick_sides(runs: pd.DataFrame, chosen: pd.DataFrame, key: str) -> list[str | None]:
+    """For each pick of `choose(runs, [key], [])`: "low" or "high" where it holds the smallest
+    or largest value of `key` its group tried, ALIKE where the group's trials all end alike on
+    the selection metric (per config, the mean over its seeds), else None."""
+    return _sides(runs, _picked_configs(runs, chosen), key, [key])
 
 
 def _picked_configs(runs: pd.DataFrame, chosen: pd.DataFrame) -> list[dict[str, Any]]:
@@ -155,24 +162,12 @@ def _sides(
 
 def searched_study(source: str) -> tuple[str, pd.DataFrame, list[str]]:
     """The study that drew the trials of the tuning study in `source`, its runs, and the phase
-    keys in which its trials differ from `source`'s: `source` itself where it drew them; where
-    it is a shortlist (its tuning.json), the study it shortlisted from, followed back. A
-    shortlist's trials are that search's best few, and the smallest of three is no edge of the
-    search (of the zoo's 402 picks, 302 are an edge of their shortlist, 20 of the search)."""
-    folder, phase_keys, seen = Path(source), [], set()
-    while folder.resolve() not in seen:
-        seen.add(folder.resolve())
-        protocol = folder / PROTOCOL_FILE
-        tuning = json.loads(protocol.read_text()) if protocol.exists() else {}
-        named = Path(str(tuning.get("source")))
-        # beside the study first, as a copied results tree holds it; then as named
-        found = [p for p in (folder.parent / named.name, named) if p.is_dir()]
-        if tuning.get("method") != SHORTLIST or not found:
-            break
-        upstream = found[0]
-        phase_keys += tuning.get("phase_keys") or []
-        folder = upstream
-    return str(folder), tuning_runs(str(folder)), phase_keys
+    keys in which its trials differ from `source`'s (`lineage`): `source` itself where it drew
+    them; where it is a shortlist, the study it shortlisted from, followed back. A shortlist's
+    trials are that search's best few, and the smallest of three is no edge of the search (of
+    the zoo's 402 picks, 302 are an edge of their shortlist, 20 of the search)."""
+    traced = lineage(source)
+    return str(traced.last.folder), tuning_runs(str(traced.last.folder)), traced.phase_keys
 
 
 def shortlist(
