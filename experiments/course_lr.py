@@ -10,7 +10,7 @@ diverged; ties go to the lower final training loss, then to the smaller rate. Th
 lr_grid study holds out no validation data: for it the rule falls back to the test accuracy,
 and the table says so. A rate at the
 edge of the grid is flagged: the best rate may lie beyond it. Prints the table and the
-`lookup.course_lr` block of conf/experiment/course.yaml.
+`lookup.course_lr` block of conf/experiment/course_test_selected.yaml.
 """
 
 from __future__ import annotations

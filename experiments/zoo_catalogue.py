@@ -4,8 +4,9 @@
 
 For every name of `harness.optimizers.catalogue` and each of net1, net2, net3: the run's checks
 (`run.check`: the config, then the optimizer's first step and evaluation), then a short
-training (60 steps on 2,000 images, single-run engine, float32). Each name runs in a process of
-its own under a memory limit (an optimizer that allocates without bound is told, not fatal).
+training (60 steps on 2,000 images, single-run engine, float32). Names run 12 to a process under a
+memory limit (an optimizer that allocates without bound is told, not fatal); where that
+process dies, each of its names again in a process of its own.
 Writes results/zoo/catalogue.csv (one row per name and net: outcome, reason) and
 results/zoo/catalogue.md (counts and the refusals, for the zoo's write-up); the zoo study's presets
 list the names that train on all three nets.
@@ -89,8 +90,8 @@ def _limit_memory() -> None:
 
 
 def probe_in_process(names: list[str], data_root: str) -> list[dict[str, str]]:
-    """`probe` of each name in one process of its own under the memory limit (a process costs
-    seconds to start); if that process dies, each name again in a process of its own."""
+    """`probe` of the names in one process under the memory limit (a process costs seconds to
+    start); if that process dies, each name again in a process of its own."""
     code = (
         "import json, sys; sys.path.insert(0, sys.argv[2]); from zoo_catalogue import probe\n"
         "for name in sys.argv[3:]: print('ROWS' + json.dumps(probe(name, sys.argv[1])), "

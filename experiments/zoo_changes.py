@@ -1,7 +1,7 @@
 """What the faithful zoo changed in the verdict: the constant-rate zoo (every optimizer at its
 library's defaults, its rate searched in its own range) against the earlier one
-(`results/zoo_wide`: one range, 1e-4..3, for every optimizer; six optimizers' defaults passed as
-None).
+(`results/zoo_wide`: one range, 1e-4..3, for every optimizer; five optimizers' defaults wrong,
+`zoo_ranges.CHANGED_DEFAULTS`).
 
     python experiments/zoo_changes.py [results/zoo] [results/zoo_wide]
 

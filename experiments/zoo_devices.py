@@ -20,8 +20,8 @@ own commands, for as long as a call allowed; their tables are in `results/zoo/h2
 The script is `zoo_phase2_net3.sh` (`LIST=phase2_more.txt` for the second), copied here.
 
 Their `sweep_*.txt` are the sweeps' logs. Each GPU run is matched to the CPU's run of the same
-folder (same config, same seed: same lr draw) in the phase's sweep (`results/zoo_tune`,
-`results/zoo_shortlist`). Writes results/zoo/devices.md: the time of the same work on both
+folder (same config, same seed: same lr draw) in the phase's sweep (`results/zoo_wide_tune`,
+`results/zoo_wide_shortlist`). Writes results/zoo/devices.md: the time of the same work on both
 machines, and how far their results differ (float rounding differs between devices: not
 bitwise; the runs that draw random numbers in their step draw other ones on the GPU, and rank
 least alike).

@@ -14,14 +14,15 @@ Writes <sweep>/reading.md, per net:
 * **which are expensive per step:** one optimizer step of the net timed alone
   (`step_time_alone_s`), as a multiple of SGD's on the same net;
 * **which fail:** the runs that diverged, the settings far below the course's best, and the
-  catalogue's refusals where the sweep folder holds one (`catalogue.csv`, written by
-  `experiments/zoo_catalogue.py` into `results/zoo`).
+  catalogue's refusals (`catalogue.csv`, written by `experiments/zoo_catalogue.py` into
+  `results/zoo`: beside the sweep, or in the `zoo` folder beside it).
 
 Every pick is the validation set's; the test set only reports.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -35,6 +36,8 @@ from harness.tuning import tuning_curves
 ROOT = Path(__file__).resolve().parents[1]
 LISTED = 10  # settings listed per net in each section
 FAR_BELOW = 5.0  # points of test accuracy below the course's best that count as failing
+# which names of the catalogue train, as experiments/zoo_catalogue.py writes it, under results/
+CATALOGUE = Path("zoo") / "catalogue.csv"
 
 
 def beats(runs: pd.DataFrame, versus: pd.DataFrame) -> list[str]:
@@ -233,12 +236,14 @@ def failures(sweep: Path, runs: pd.DataFrame, versus: pd.DataFrame) -> list[str]
             }
         )
         lines += [markdown_table(table, index=False), ""]
-    if (sweep / "catalogue.csv").exists():
-        catalogue = pd.read_csv(sweep / "catalogue.csv")
+    found = [f for f in (sweep / CATALOGUE.name, sweep.parent / CATALOGUE) if f.exists()]
+    if found:
+        catalogue = pd.read_csv(found[0])
         refused = catalogue[catalogue["outcome"] == "refused"].drop_duplicates("name")
+        written = os.path.relpath(found[0].with_suffix(".md"), sweep)
         lines += [
             f"Refused before training ({len(refused)} names of {catalogue['name'].nunique()}; "
-            "`catalogue.md`):",
+            f"`{written}`):",
             "",
             markdown_table(refused[["name", "reason"]], index=False),
             "",
