@@ -655,6 +655,7 @@ def test_a_lineage_follows_shortlists_and_evaluations_back_to_the_search(tmp_pat
     """An evaluation (tune.source in its multirun.yaml) of a shortlist of a shortlist of a
     search: followed back to the search, with the phase keys of both shortlists; the report's
     tuning study and the selection's searched study are that one folder."""
+    from harness.analysis import LR_KEY
     from harness.tuning.lineage import DREW, UNTUNED, lineage
 
     def study(name: str, protocol: dict | None = None, source: str | None = None) -> Path:
@@ -676,4 +677,10 @@ def test_a_lineage_follows_shortlists_and_evaluations_back_to_the_search(tmp_pat
     assert traced.end == DREW and traced.last.folder == search
     assert traced.phase_keys == ["b", "a"]
     assert report.tuning_study(evaluation).sweep == search
-    assert lineage(study("grid")).end == UNTUNED  # a sweep that tuned nothing ends at itself
+    grid = study("grid")
+    assert lineage(grid).end == UNTUNED  # a sweep that tuned nothing ends at itself ...
+    rates = report.tuning_study_or_rates(grid, pd.DataFrame({"lr": [0.1]}))
+    assert rates.sweep == grid and rates.keys == [LR_KEY]  # ... its own rates are its trials
+    untuned_source = study("untuned_source", source="grid")  # an evaluation of those rates
+    with pytest.raises(report.Skipped, match="not a tuning study"):
+        report.tuning_study_or_rates(untuned_source, pd.DataFrame())

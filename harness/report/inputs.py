@@ -21,8 +21,7 @@ from harness.results import (
     load_runs,
 )
 from harness.tuning import tuning_curves
-from harness.tuning.lineage import CIRCLE, DREW, MISSING, evaluation_source, lineage
-from harness.tuning.search import PROTOCOL_FILE
+from harness.tuning.lineage import CIRCLE, DREW, MISSING, UNTUNED, lineage
 
 REPO = Path(__file__).resolve().parents[2]
 # The course results, committed; the default sweep of the notebooks.
@@ -155,9 +154,10 @@ def tuning_study_or_rates(sweep: Path, runs: pd.DataFrame) -> TuningStudy:
     smoke sweep: no tuning.json, no tune.source), its own `runs` as trials of the learning
     rate. Raises the Skipped where its tuning study is missing: a shortlist's own trials would
     flatter every optimizer, and an evaluation's are one pick per setting."""
+    traced = lineage(sweep)
+    if traced.end == UNTUNED and len(traced.studies) == 1:
+        return TuningStudy(sweep, [LR_KEY], runs)
     study = tuning_study(sweep, runs)
-    if isinstance(study, TuningStudy):
-        return study
-    if (sweep / PROTOCOL_FILE).exists() or evaluation_source(sweep) is not None:
+    if isinstance(study, Skipped):
         raise study
-    return TuningStudy(sweep, [LR_KEY], runs)
+    return study
