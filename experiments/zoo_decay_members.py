@@ -5,8 +5,9 @@
 
 The 15 best of a net are its optimizers of the constant-rate zoo (phase 3), each at its rate
 chosen on validation, ranked by their mean final validation accuracy over seeds (a setting with a
-diverged seed ranks last); those already in the preset's list are skipped. The test set chooses
-nothing. Writes <zoo>/decay_members.md with the 15 per net and, per net, the commands of the
+diverged seed ranks last); those already in the preset's list are skipped, and so are those that
+work out their own step size (no `optimizer.lr`, ALIG): a schedule has no rate of theirs to decay
+(`validate_schedule` refuses them). The test set chooses nothing. Writes <zoo>/decay_members.md with the 15 per net and, per net, the commands of the
 study's three phases over that net's members, each phase's nets in one sweep folder:
 
     harness-train -m experiment=zoo_decay_tune model=net1 'tune.optimizers="..."' sweep.append=true
@@ -42,9 +43,10 @@ def preset_members() -> list[str]:
 
 def best_by_validation(runs: pd.DataFrame, excluded: list[str], count: int) -> pd.DataFrame:
     """Per net, the `count` optimizers (not in `excluded`) of highest mean final validation
-    accuracy at their rate chosen on validation; settings with a diverged seed last."""
+    accuracy at their rate chosen on validation; settings with a diverged seed last. Optimizers
+    with no rate (they set their own step size) cannot follow a decayed schedule: left out."""
     picked = analysis.best_at_reference_batch(runs)[1]
-    picked = picked[~picked["optimizer"].isin(excluded)].assign(
+    picked = picked[~picked["optimizer"].isin(excluded) & picked["lr"].notna()].assign(
         clean=lambda t: t["n_diverged"] == 0
     )
     ranked = picked.sort_values(
