@@ -7,8 +7,9 @@ The 15 best of a net are its optimizers of the constant-rate zoo (phase 3), each
 chosen on validation, ranked by their mean final validation accuracy over seeds (a setting with a
 diverged seed ranks last); those already in the preset's list are skipped, and so are those that
 work out their own step size (no `optimizer.lr`, ALIG): a schedule has no rate of theirs to decay
-(`validate_schedule` refuses them). The test set chooses nothing. Writes <zoo>/decay_members.md with the 15 per net and, per net, the commands of the
-study's three phases over that net's members, each phase's nets in one sweep folder:
+(`validate_schedule` refuses them). The test set chooses nothing. Writes <zoo>/decay_members.md
+with the 15 per net and, per net, the commands of the study's three phases over that net's
+members, each phase's nets in one sweep folder:
 
     harness-train -m experiment=zoo_decay_tune model=net1 'tune.optimizers="..."' sweep.append=true
     # then experiment=zoo_decay_shortlist and experiment=zoo_decay, the same way

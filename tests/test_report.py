@@ -895,6 +895,14 @@ def test_the_decayed_studys_members_are_chosen_on_validation(smoke_sweep, tmp_pa
         assert row["final_test_accuracy_mean"] == clean["final_test_accuracy_mean"].min()
     kept = zoo_decay_members.best_by_validation(inverted, ["sgd", "momentum"], 3)
     assert set(kept["optimizer"]) == {"adam"}  # the preset's names are not picked again
+    # an optimizer with no rate (it sets its own step size) ranks first by validation, but a
+    # decayed schedule has nothing of it to scale: it is left out
+    rateless = inverted.assign(
+        lr=inverted["lr"].where(inverted["optimizer"] != best.iloc[0]["optimizer"])
+    )
+    assert best.iloc[0]["optimizer"] not in set(
+        zoo_decay_members.best_by_validation(rateless, [], 3)["optimizer"]
+    )
     curves = load_curves(smoke_sweep)
 
     def members_of(folder: Path) -> subprocess.CompletedProcess:
