@@ -764,7 +764,10 @@ def test_the_decayed_studys_reading_compares_picks_made_on_validation(smoke_swee
 
     text = zoo_decay_reading.main(decayed, constant)
     assert text == (decayed / "reading.md").read_text()
-    assert text.count("Spearman 1.00, Kendall 1.00") == 2  # net1, net2
+    assert (
+        text.count("Rank correlation of the two verdicts (mean test accuracy): Spearman 1.00") == 2
+    )
+    assert "over the 2 that diverged under neither: Spearman 1.00" in text  # a seed diverged
     assert text.count("Decayed reference (the course's best on validation): adam") == 2
     assert "after Bonferroni over 2" in text
     assert text.count("Schedule-Free at a constant rate: schedulefree_adamw") == 2
@@ -797,6 +800,27 @@ def test_the_decayed_studys_reading_compares_picks_made_on_validation(smoke_swee
         refused = reading(*folders)
         assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
         assert message in refused.stderr
+
+
+def test_the_verdicts_rank_correlation_is_given_again_without_a_diverged_optimizer():
+    """A divergence ranks an optimizer last under one schedule; the reading gives the
+    correlation with it and, apart, over the optimizers that trained under both."""
+    sys.path.insert(0, str(REPO / "experiments"))
+    import zoo_decay_reading
+
+    rows = pd.DataFrame(
+        {
+            "constant": [0.90, 0.91, 0.92, 0.93],
+            "decayed": [0.91, 0.92, 0.93, 0.10],  # the best at a constant rate diverged
+            "low": [0.0, 0.0, 0.0, np.nan],
+        }
+    )
+    text = zoo_decay_reading.rank_agreement(rows)
+    assert text.startswith(
+        "Rank correlation of the two verdicts (mean test accuracy): Spearman -0.20"
+    )
+    assert text.endswith("; over the 3 that diverged under neither: Spearman 1.00, Kendall 1.00.")
+    assert zoo_decay_reading.rank_agreement(rows.iloc[:3]).count("Spearman") == 1
 
 
 def run_script(name: str, *args: Path) -> subprocess.CompletedProcess:
