@@ -219,7 +219,7 @@ def test_ctrl_c_stops_a_sweep_in_one_line_and_keeps_what_finished(tmp_path, sign
         # 8 stacks: after the first run finishes, several stacks are still to train when the
         # signal comes, however slowly this test's own polling is scheduled beside the workers
         "optimizer=sgd,adam,momentum,rmsprop",
-        "train.iterations=600",
+        "train.iterations=400",
         "train.eval_every=200",
         "hydra.launcher.n_jobs=2",
         "hydra.launcher.use_workers=true",  # small as it is: the workers must stop too
