@@ -118,7 +118,7 @@ def rank_agreement(rows: pd.DataFrame) -> str:
         return f"Spearman {rho:.2f}, Kendall {tau:.2f}"
 
     text = f"Rank correlation of the two verdicts (mean test accuracy): {correlations(rows)}"
-    trained = rows[rows["low"].notna()]
+    trained = rows[rows["low"].notna()]  # side_by_side gives no interval where a seed diverged
     if len(trained) < len(rows):
         text += f"; over the {len(trained)} that diverged under neither: {correlations(trained)}"
     return text + "."

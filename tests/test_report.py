@@ -811,7 +811,7 @@ def test_the_verdicts_rank_correlation_is_given_again_without_a_diverged_optimiz
     rows = pd.DataFrame(
         {
             "constant": [0.90, 0.91, 0.92, 0.93],
-            "decayed": [0.91, 0.92, 0.93, 0.10],  # the best at a constant rate diverged
+            "decayed": [0.91, 0.92, 0.93, 0.10],  # the constant best diverged when decayed
             "low": [0.0, 0.0, 0.0, np.nan],
         }
     )
