@@ -22,7 +22,7 @@ from harness import storage
 from harness.errors import ConfigError, HarnessError, exit_with_error, harness_error_in
 from harness.results import RUN_FILE, RunRecord, collect
 from harness.storage import compact
-from harness.sweeps.finished import resumed
+from harness.sweeps.finished import INDEX_FILE, resumed, write_index
 from harness.sweeps.progress import log_progress
 from harness.sweeps.sweep import discard_invocation
 
@@ -118,6 +118,13 @@ def train() -> None:
     # and turned into one line here.
     os.environ["HYDRA_FULL_ERROR"] = "1"
     signal.signal(signal.SIGTERM, _stop)
+    if any("_target_" in arg for arg in sys.argv[1:]):  # (torch imported only then)
+        from harness.optimizers.own import as_class_choice
+
+        try:  # optimizer._target_=X: X from its own defaults, not the default config's keys
+            sys.argv[1:] = as_class_choice(sys.argv[1:])
+        except HarnessError as exc:
+            exit_with_error("harness-train", str(exc))
     try:
         _train_app()
     except HarnessError as exc:  # raised outside a job: by the stacked launcher
@@ -139,22 +146,38 @@ def train() -> None:
 def collect_main(argv: list[str] | None = None) -> None:
     """`harness-collect SWEEP_DIR...`: consolidate the finished runs of sweep folders that their
     tables do not hold yet into a new part of them (also done when a sweep ends); with
-    --compact, fold a finished study's parts into one runs.parquet and curves.parquet."""
+    --compact, fold a finished study's parts into one runs.parquet and curves.parquet; with
+    --check, verify a study's tables (a line per check; exit status 1 where one fails), and with
+    --repair fix what can be fixed."""
     parser = argparse.ArgumentParser(prog="harness-collect", description=collect_main.__doc__)
     parser.add_argument("sweep_dirs", nargs="+", type=Path, metavar="SWEEP_DIR")
     parser.add_argument(
         "--compact", action="store_true", help="fold the parts into one pair of tables"
     )
+    parser.add_argument(
+        "--check", action="store_true", help="verify the study's tables; consolidate nothing"
+    )
+    parser.add_argument("--repair", action="store_true", help="with --check: fix what can be fixed")
     args = parser.parse_args(argv)
+    if args.repair and not args.check:
+        exit_with_error("harness-collect", "--repair goes with --check")
+    if args.check and args.compact:
+        exit_with_error("harness-collect", "--check and --compact are separate commands")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    failed = False
     for sweep_dir in args.sweep_dirs:
         if not sweep_dir.is_dir():
             exit_with_error("harness-collect", f"{sweep_dir} is not a folder")
+        if args.check:
+            failed |= not _check(sweep_dir, args.repair)
+            continue
         try:
             runs, rows = collect(sweep_dir)
+            if (sweep_dir / INDEX_FILE).exists():  # a sweep's: it names every finished run
+                write_index(sweep_dir)
             if args.compact:
                 runs, rows = compact(sweep_dir)
-        except HarnessError as exc:  # e.g. a table written before runs recorded their identity
+        except HarnessError as exc:  # a damaged table; a table written before runs recorded ids
             exit_with_error("harness-collect", str(exc))
         if runs == 0:
             exit_with_error("harness-collect", f"no finished runs under {sweep_dir}")
@@ -165,6 +188,34 @@ def collect_main(argv: list[str] | None = None) -> None:
             else "runs.parquet, curves.parquet"
         )
         print(f"{sweep_dir}: {runs} runs, {rows} curve rows -> {kept}")
+    if failed:
+        sys.exit(1)
+
+
+def _check(sweep_dir: Path, repair: bool) -> bool:
+    """`harness-collect --check [--repair]` of one study: a line per check; True if all pass."""
+    from harness.sweeps.integrity import check
+    from harness.sweeps.integrity import repair as repair_study
+
+    try:
+        if repair:
+            for line in repair_study(sweep_dir):
+                print(f"{sweep_dir}: repaired: {line}")
+        findings, counts = check(sweep_dir)
+    except HarnessError as exc:  # a damaged table: named, left as it is
+        exit_with_error("harness-collect", str(exc))
+    if not counts["tables"]:
+        exit_with_error("harness-collect", f"{sweep_dir} holds no tables")
+    details = {
+        "runs unique": f"{counts['runs']} runs",
+        "curve rows unique": f"{counts['rows']} rows",
+        "parts complete": f"{counts['tables']} tables",
+        "config hashes": f"{counts['runs']} runs",
+        "finished.json": "agrees" if (sweep_dir / "finished.json").exists() else "none kept",
+    }
+    for finding in findings:
+        print(f"{sweep_dir}: {finding.line(details[finding.check])}")
+    return all(finding.ok for finding in findings)
 
 
 def optimizers_main() -> None:

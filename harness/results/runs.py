@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow.parquet as pq
 
 from harness import storage
 from harness.config.identity import ID_COLUMNS, identity_config, identity_hash, run_identity
@@ -188,28 +187,29 @@ def _require_identities(runs: pd.DataFrame) -> None:
 
 def collect(sweep_dir: str | Path) -> tuple[int, int]:
     """Consolidate the finished runs under `sweep_dir` that its tables do not hold yet into a new
-    part of them (harness.storage: the runs already consolidated are not written again).
+    part of them (harness.storage: the runs already consolidated are not written again), under
+    the study's writer lock: two consolidations of one folder write each run once.
     Returns (runs, curve rows) of its tables."""
     sweep_dir = Path(sweep_dir)
-    known = set(storage.read_runs(sweep_dir, columns=["run_dir"])["run_dir"])
-    fresh = [d for d in find_run_dirs(sweep_dir) if _relative(d, sweep_dir) not in known]
-    if fresh:
-        rows = pd.DataFrame([run_row(read_run(d), d) for d in fresh])
-        runs = _table_of(rows)
-        runs = runs.drop(columns=["step_time_s"]).assign(
-            run_dir=[_relative(Path(d), sweep_dir) for d in runs["run_dir"]]
-        )
-        curves = pd.concat(
-            [
-                pd.read_parquet(d / METRICS_FILE).assign(run_dir=_relative(d, sweep_dir))
-                for d in fresh
-            ],
-            ignore_index=True,
-        )
-        storage.append(sweep_dir, runs, curves)
-    total = len(storage.read_runs(sweep_dir, columns=["run_dir"]))
-    rows_total = sum(pq.ParquetFile(f).metadata.num_rows for f in storage.curves_files(sweep_dir))
-    return total, rows_total
+    with storage.locked(sweep_dir):
+        known = set(storage.read_runs(sweep_dir, columns=["run_dir"])["run_dir"])
+        fresh = [d for d in find_run_dirs(sweep_dir) if _relative(d, sweep_dir) not in known]
+        if fresh:
+            rows = pd.DataFrame([run_row(read_run(d), d) for d in fresh])
+            runs = _table_of(rows)
+            runs = runs.drop(columns=["step_time_s"]).assign(
+                run_dir=[_relative(Path(d), sweep_dir) for d in runs["run_dir"]]
+            )
+            curves = pd.concat(
+                [
+                    pd.read_parquet(d / METRICS_FILE).assign(run_dir=_relative(d, sweep_dir))
+                    for d in fresh
+                ],
+                ignore_index=True,
+            )
+            storage.append(sweep_dir, runs, curves)
+        total = len(storage.read_runs(sweep_dir, columns=["run_dir"]))
+        return total, storage.read_curves(sweep_dir, columns=[]).num_rows
 
 
 def _relative(run_dir: Path, sweep_dir: Path) -> str:

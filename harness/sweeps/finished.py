@@ -47,9 +47,10 @@ def write_index(sweep_dir: Path) -> dict[str, str]:
     """Index the finished runs of a sweep folder into INDEX_FILE (done once per invocation, when
     the sweep starts: every job then reads this one file instead of every run.json)."""
     index_file = sweep_dir / INDEX_FILE
-    known = json.loads(index_file.read_text()) if index_file.exists() else None
-    done = finished_runs(sweep_dir, known)
-    atomic_write_bytes(index_file, json.dumps(done, indent=0).encode())
+    with storage.locked(sweep_dir):  # one writer at a time: they share its temporary file
+        known = json.loads(index_file.read_text()) if index_file.exists() else None
+        done = finished_runs(sweep_dir, known)
+        atomic_write_bytes(index_file, json.dumps(done, indent=0).encode())
     return done
 
 

@@ -97,6 +97,7 @@ class SweepCallback(Callback):
         _invocation = None  # the sweep ran: nothing to undo
         sweep_dir = Path(config.hydra.sweep.dir)
         runs, rows = collect(sweep_dir)
+        write_index(sweep_dir)  # at rest, the index names every finished run (collect --check)
         log.info("consolidated %d runs (%d curve rows) into %s", runs, rows, sweep_dir)
 
 
