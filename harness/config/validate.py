@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import numbers
+import os
+import sys
 from typing import TYPE_CHECKING
 
 import torch
@@ -17,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.config.targets import target_object
 from harness.errors import ConfigError
+from harness.optimizers.catalogue import HARNESS_KEYS
 
 if TYPE_CHECKING:
     from harness.problems import Problem
@@ -25,6 +28,7 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 ENGINES = ("single", "stacked", "auto")
 GRAPH_SETTINGS = ("auto", "off")  # train.cuda_graph (harness.stacking.stacked_graph)
 CONSTANT_SCHEDULE = "torch.optim.lr_scheduler.ConstantLR"
+OPTIMIZERS_HINT = "(harness-optimizers lists the optimizers by name)"
 
 
 def is_int(value: object) -> bool:
@@ -67,7 +71,25 @@ def require_choice(value: object, key: str, choices: tuple[str, ...]) -> None:
 
 def importable(target: object, key: str) -> object:
     """The object the dotted path `target` (the value of `key`) names, or a ConfigError that
-    says in one line why not (Hydra's own message spans several lines)."""
+    says in one line why not (Hydra's own message spans several lines). A module that is not
+    on sys.path is looked for in the working directory too, after every other place (a console
+    script, unlike `python -m`, does not search it): a user's own `myopt.py` there is found,
+    and the working directory stays on sys.path, so that what builds it later finds it too."""
+    try:
+        return _imported(target, key)
+    except ConfigError:
+        here = os.getcwd()
+        if here in sys.path or "" in sys.path:
+            raise
+        sys.path.append(here)
+        try:
+            return _imported(target, key)
+        except ConfigError:
+            sys.path.remove(here)
+            raise
+
+
+def _imported(target: object, key: str) -> object:
     parts = str(target).split(".")
     for split in range(len(parts) - 1, 0, -1):  # the longest importable module prefix
         module = ".".join(parts[:split])
@@ -86,15 +108,43 @@ def importable(target: object, key: str) -> object:
     raise ConfigError(f"{key}={target} names nothing that can be imported")
 
 
-def validate_optimizer(opt: DictConfig) -> None:
-    key = "optimizer._target_"
-    hint = "(harness-optimizers lists the optimizers by name)"
+def optimizer_class(target: object, key: str) -> object:
+    """What `target` (the value of `key`: `optimizer._target_`, or `optimizer` naming a class by
+    its import path) names: a torch.optim.Optimizer class, or a function that makes one (a
+    ConfigError in one line otherwise)."""
     try:
-        target = importable(opt.get("_target_"), key)
+        found = importable(target, key)
     except ConfigError as exc:
-        raise ConfigError(f"{exc} {hint}") from None
-    if not callable(target):
-        raise ConfigError(f"{key}={opt.get('_target_')} is not a class {hint}")
+        raise ConfigError(f"{exc} {OPTIMIZERS_HINT}") from None
+    if not callable(found):
+        raise ConfigError(f"{key}={target} is not a class {OPTIMIZERS_HINT}")
+    if inspect.isclass(found) and not issubclass(found, torch.optim.Optimizer):
+        raise ConfigError(f"{key}={target} is not a torch.optim.Optimizer class")
+    return found
+
+
+def _not_taken(cls: object, opt: DictConfig) -> list[str]:
+    """The keys of optimizer config `opt` that the constructor of `cls` takes no argument for
+    (none where it takes **kwargs, or has no signature to read)."""
+    try:
+        parameters = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return []
+    if any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
+        return []
+    return [k for k in opt if not k.startswith("_") and k not in (*HARNESS_KEYS, *parameters)]
+
+
+def validate_optimizer(opt: DictConfig) -> None:
+    target = optimizer_class(opt.get("_target_"), "optimizer._target_")
+    # Left by another optimizer's config (a Hydra composition that set only `_target_`;
+    # harness-train reads optimizer._target_=X as optimizer=X: harness.optimizers.own).
+    not_taken = _not_taken(target, opt)
+    if not_taken:
+        raise ConfigError(
+            f"{opt.get('_target_')} takes no argument {', '.join(not_taken)}: "
+            f"optimizer={opt.get('_target_')} builds it from its own defaults"
+        )
     for key in opt:
         if OmegaConf.is_missing(opt, key):  # a constructor argument without a default
             raise ConfigError(

@@ -168,7 +168,13 @@ def config_of(name: str) -> dict[str, Any] | None:
     cls = catalogue().get(name)
     if cls is None:
         return None
-    target = f"{cls.__module__}.{cls.__qualname__}"
+    return config_of_class(cls, f"{cls.__module__}.{cls.__qualname__}")
+
+
+def config_of_class(cls: type, target: str) -> dict[str, Any]:
+    """The optimizer config of class `cls` by the dotted name `target`, as `config_of` writes
+    a catalogued one's: a user's own class (harness.optimizers.own) is spelled out the same
+    way."""
     split = parameter_split(cls)
     config: dict[str, Any] = {"_target_": target, "_partial_": True}
     if split is not None:

@@ -1,5 +1,6 @@
 """`optimizer=<name>` for every optimizer of harness.optimizers.catalogue, without a file per
-optimizer.
+optimizer, and `optimizer=<module>.<Class>` for any other optimizer class Python can import
+(a user's own: harness.optimizers.own).
 
 A search-path plugin appends the source `catalogue://harness` after the config folder, so a
 curated file of conf/optimizer/ always wins; the source answers only for the `optimizer` group,
@@ -27,6 +28,12 @@ def _name(config_path: str) -> str | None:
     return name.removesuffix(".yaml") if group == GROUP and name and "/" not in name else None
 
 
+def _is_import_path(name: str) -> bool:
+    """Whether an option is a class's import path (`myopt.HalfSGD`): names of files and of the
+    catalogue have no dots."""
+    return "." in name
+
+
 class CatalogueConfigSource(ConfigSource):
     @staticmethod
     def scheme() -> str:
@@ -42,15 +49,21 @@ class CatalogueConfigSource(ConfigSource):
         name = _name(config_path)
         if name is None:
             return False
+        if _is_import_path(name):  # loading it says in one line what is wrong with it, if anything
+            return True
         from harness.optimizers.catalogue import catalogue
 
         return name in catalogue()
 
     def load_config(self, config_path: str) -> ConfigResult:
         from harness.optimizers.catalogue import config_of
+        from harness.optimizers.own import config_of_target
 
         name = _name(config_path)
-        config = config_of(name) if name is not None else None
+        if name is not None and _is_import_path(name):
+            config = config_of_target(name)
+        else:
+            config = config_of(name) if name is not None else None
         if config is None:
             raise ConfigLoadError(f"optimizer catalogue: no optimizer named {config_path}")
         return ConfigResult(
