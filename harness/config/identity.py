@@ -24,6 +24,7 @@ EXECUTION_KEYS = (
     "train.engine",
     "train.cuda_graph",
     "sweep",
+    "logger",  # the tracking tools a run streams to (conf/logger/)
 )
 # Tables that presets read values from (the course's learning rate per net and optimizer): what
 # they feed (optimizer.lr) is in the config itself, so the tables are not part of what a run

@@ -35,6 +35,7 @@ from typing import Any
 import torch
 
 from harness.config.identity import config_id
+from harness.loggers import Stream, aborting, open_streams
 from harness.problems import Problem
 from harness.problems.classification.networks import MLP
 from harness.stacking.grouping import OptimizerNode, cuda_graph_setting, sharing_probe, stack_key
@@ -175,6 +176,7 @@ def train_stack(
     share: bool = True,
     checkpoint: Checkpoint | None = None,
     capturable: bool | None = None,
+    streams: Sequence[Stream | None] | None = None,
 ) -> list[Outcome]:
     """Train prepared runs of one group (one `stack_key`) together; one Outcome per run, as
     engine.train would return it for that run alone, with the run's `update_path` and
@@ -184,7 +186,8 @@ def train_stack(
     forces a stacked model class instead of `stack_of`'s choice; `capturable` (tests) the
     stepper's form instead of the device's (capturable on CUDA unless train.cuda_graph=off).
     With a `checkpoint`, the stack saves its training's state there and goes on from it
-    (harness.training.checkpoint)."""
+    (harness.training.checkpoint). `streams` (one per run, or None) take each run's metric rows
+    as they are recorded (harness.loggers)."""
     setup, device = runs[0].setup, runs[0].device
     setting = cuda_graph_setting(runs[0].cfg)
     if capturable is None:
@@ -235,6 +238,7 @@ def train_stack(
         divergence_factors=[r.setup.schedule.divergence_factor for r in stacked],
         progress=progress,
         checkpoint=checkpoint,
+        sinks=None if streams is None else [streams[i] for i in stack_order],
     )
     by_run = {
         i: dataclasses.replace(outcome, update_path=path, cuda_graph=note)
@@ -304,8 +308,13 @@ def execute_group(
     )
     checkpoint = task_checkpoint(jobs, True, checkpoint_every_s)
     progress = run_module.show_progress(cfg.train.progress)
-    outcomes = train_stack(runs, progress=progress, checkpoint=checkpoint)
-    records = [finish(r, o, "stacked", o.update_path) for r, o in zip(runs, outcomes, strict=True)]
+    streams = open_streams(runs)
+    with aborting(streams):
+        outcomes = train_stack(runs, progress=progress, checkpoint=checkpoint, streams=streams)
+    records = [
+        finish(r, o, "stacked", o.update_path, s)
+        for r, o, s in zip(runs, outcomes, streams, strict=True)
+    ]
     if checkpoint is not None:
         checkpoint.remove()
     return records

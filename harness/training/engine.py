@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from numbers import Real
 from typing import TYPE_CHECKING, Any, Protocol
@@ -53,10 +53,15 @@ class Recorder:
 
     steps_per_epoch: int
     rows: list[tuple[int, float, float, str, float]] = field(default_factory=list)  # METRIC_COLUMNS
+    # takes each new row as it is recorded: a run's stream to its tracking tools (harness.loggers)
+    sink: Callable[[list[tuple[int, float, float, str, float]]], None] | None = None
 
     def add(self, iteration: int, time_s: float, **metrics: float) -> None:
         epoch = iteration / self.steps_per_epoch
-        self.rows += [(iteration, epoch, time_s, k, float(v)) for k, v in metrics.items()]
+        new = [(iteration, epoch, time_s, k, float(v)) for k, v in metrics.items()]
+        self.rows += new
+        if self.sink is not None:
+            self.sink(new)
 
 
 @dataclass
@@ -241,6 +246,7 @@ def train(
     divergence_factors: Sequence[float | None] | None = None,
     progress: bool = False,
     checkpoint: Checkpoint | None = None,
+    sinks: Sequence[Callable | None] | None = None,
 ) -> list[Outcome]:
     """Train `members` for `schedule.iterations` steps on mini-batches of `problem`'s `data`,
     evaluating every `schedule.eval_every` (their metrics on the `eval_train_idx` rows of the
@@ -256,12 +262,15 @@ def train(
     With a `checkpoint`, the loop saves its whole state whenever one is due (at a log point,
     where no loss is buffered) and, if one was saved, goes on from it: the members must be
     built as they were (their states are loaded), `order` must be fresh generators.
+
+    `sinks` (one per member, or None) take each member's metric rows as they are recorded
+    (`Recorder.sink`); a member going on from a checkpoint hands its restored rows over first.
     """
     k, log_every = len(members), schedule.log_every
     n, held_out = problem.size(data), problem.held_out(data)
     factors = divergence_factors or [schedule.divergence_factor] * k
     steps_per_epoch = n // schedule.batch_size  # the last incomplete batch is dropped
-    recorders = [Recorder(steps_per_epoch) for _ in range(k)]
+    recorders = [Recorder(steps_per_epoch, sink=sink) for sink in sinks or [None] * k]
     status, diverged_at = ["completed"] * k, [None] * k
     errors: list[str | None] = [None] * k
     active = list(range(k))  # member of each position still training
@@ -321,6 +330,8 @@ def train(
         train_time, resumed_at = saved["train_time"], (*saved["resumed_at"], start)
         for recorder, rows in zip(recorders, saved["rows"], strict=True):
             recorder.rows = rows
+            if recorder.sink is not None:  # what was recorded but never sent goes now
+                recorder.sink(rows)
         if len(active) < k:
             members.keep(active)
         members.load_state_dict(saved["members"])

@@ -14,11 +14,13 @@ import torch
 from omegaconf import OmegaConf
 
 from harness.config.identity import config_hash
+from harness.optimizers.versions import optimizer_versions
 from harness.problems import Problem
 from harness.results import METRIC_COLUMNS, write_run
 from harness.training import engine, preflight
 
 if TYPE_CHECKING:
+    from harness.loggers import Stream
     from harness.training.run import PreparedRun
 
 log = logging.getLogger(__name__)
@@ -50,11 +52,17 @@ def final_metrics(rows: list[tuple[int, float, float, str, float]], problem: Pro
 
 
 def finish(
-    run: PreparedRun, outcome: engine.Outcome, engine_name: str, update_path: str
+    run: PreparedRun,
+    outcome: engine.Outcome,
+    engine_name: str,
+    update_path: str,
+    stream: Stream | None = None,
 ) -> dict[str, Any]:
     """Write a trained run's results into its folder; returns the run.json record.
     `engine_name` (single or stacked) and `update_path` (how its optimizer updated it, see
-    harness.stacking.stacked_optimizers) say what trained it."""
+    harness.stacking.stacked_optimizers) say what trained it. Its `stream` to tracking tools
+    ends before run.json marks the run finished: a kill between the two leaves no tool's record
+    running once the sweep resumes."""
     metrics = pd.DataFrame(outcome.recorder.rows, columns=METRIC_COLUMNS)
     config = OmegaConf.to_container(run.cfg, resolve=True)
     iterations = run.setup.schedule.iterations
@@ -87,7 +95,10 @@ def finish(
         "host": socket.gethostname(),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "versions": preflight.package_versions(),
+        "optimizer_versions": optimizer_versions(config),
     }
+    if stream is not None:
+        stream.finish(record)
     write_run(run.out_dir, record, metrics)
     final = record["final"]
     log.info(

@@ -13,6 +13,7 @@ import torch
 from omegaconf import DictConfig
 
 from harness.config.validate import DTYPES, validate_run
+from harness.loggers import Stream, aborting, open_stream
 from harness.training import engine
 from harness.training.building import build_optimizer, optimizer_and_schedule
 from harness.training.checkpoint import Checkpoint, task_checkpoint
@@ -97,10 +98,13 @@ def check(job: Job) -> None:
 
 
 def train_single(
-    run: PreparedRun, progress: bool = False, checkpoint: Checkpoint | None = None
+    run: PreparedRun,
+    progress: bool = False,
+    checkpoint: Checkpoint | None = None,
+    stream: Stream | None = None,
 ) -> engine.Outcome:
     """Train a prepared run by itself: the engine's loop over its one member (going on from
-    `checkpoint`, and saving it, where one is given)."""
+    `checkpoint`, and saving it, where one is given; its rows to `stream` as recorded)."""
     setup = run.setup
     members = engine.Alone(run.model, run.optimizer, run.scheduler, setup.problem, setup.data)
     if checkpoint is not None:
@@ -114,6 +118,7 @@ def train_single(
         run.order_generator(),
         progress=progress,
         checkpoint=checkpoint,
+        sinks=[stream],
     )
     return outcome
 
@@ -142,8 +147,10 @@ def execute_job(job: Job, checkpoint_every_s: float | None = None) -> dict[str, 
         run.device,
     )
     checkpoint = task_checkpoint([job], False, checkpoint_every_s)
-    outcome = train_single(run, show_progress(cfg.train.progress), checkpoint)
-    record = finish(run, outcome, "single", own_step_path(run.optimizer))
+    stream = open_stream(run)
+    with aborting([stream]):
+        outcome = train_single(run, show_progress(cfg.train.progress), checkpoint, stream)
+    record = finish(run, outcome, "single", own_step_path(run.optimizer), stream)
     if checkpoint is not None:
         checkpoint.remove()
     return record

@@ -1,0 +1,199 @@
+"""MLflow: one experiment per study, one MLflow run per run of the harness.
+
+Each MLflow run holds the keys its study varies as params (`harness.loggers.varied`), the whole
+resolved config as an artifact (`config.yaml`), tags for the study, engine, update path,
+device, seed, config hash, run folder and package versions, the metrics with their iteration
+as the step, `run.json` as an artifact, and its status: FINISHED (completed or diverged, with
+the tag `diverged`), FAILED (its optimizer raised, or its training did) or KILLED (stopped).
+
+The store is `logger.mlflow.tracking_uri`, else `$MLFLOW_TRACKING_URI`, else a local SQLite
+file, `mlflow.db` in the working directory. A run is found again by its config hash (tag
+`config_hash`, unique in a study): a resumed run continues its MLflow run from the last step
+each metric holds.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.loggers import study_of, varied
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+    from harness.training.run import PreparedRun
+
+DEFAULT_STORE = "mlflow.db"  # in the working directory
+BATCH = 1000  # MLflow's limit of metrics per log_batch call
+STATUS = {"completed": "FINISHED", "diverged": "FINISHED", "failed": "FAILED"}
+
+
+def tracking_uri(node: Any = None) -> str:
+    """Where runs are logged: the config's URI, else $MLFLOW_TRACKING_URI, else the local
+    SQLite store of the working directory."""
+    given = node.get("tracking_uri") if node is not None else None
+    if given:
+        return str(given)
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path(DEFAULT_STORE).resolve()}"
+
+
+def experiment_name(node: Any, out_dir: Path) -> str:
+    """The study's experiment: the config's name, else the study folder's."""
+    given = node.get("experiment") if node is not None else None
+    return str(given) if given else study_of(out_dir)
+
+
+def client(uri: str):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def experiment_id(mlflow_client, name: str) -> str:
+    """The id of experiment `name`, created if new (another process may create it meanwhile)."""
+    found = mlflow_client.get_experiment_by_name(name)
+    if found is not None:
+        return found.experiment_id
+    try:
+        return mlflow_client.create_experiment(
+            name, artifact_location=artifacts_of(uri_of(mlflow_client), name)
+        )
+    except Exception:  # noqa: BLE001 - created by another process since
+        found = mlflow_client.get_experiment_by_name(name)
+        if found is None:
+            raise
+        return found.experiment_id
+
+
+def uri_of(mlflow_client) -> str:
+    return str(mlflow_client._tracking_client.tracking_uri)
+
+
+def artifacts_of(uri: str, name: str) -> str | None:
+    """Where a local SQLite store keeps an experiment's artifacts: beside its file (MLflow's
+    default, ./mlruns, is the working directory's, wherever the store is); None: the store's
+    own default."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return (Path(uri.removeprefix("sqlite:///")).parent / "mlruns" / name).resolve().as_uri()
+
+
+def find_run(mlflow_client, experiment: str, config_hash: str):
+    """The MLflow run of the study's run with `config_hash`, or None."""
+    runs = mlflow_client.search_runs(
+        [experiment], filter_string=f"tags.config_hash = '{config_hash}'", max_results=1
+    )
+    return runs[0] if runs else None
+
+
+def last_steps(mlflow_client, run) -> dict[str, int]:
+    """The last step of each metric an MLflow run holds."""
+    return {
+        key: max(m.step for m in mlflow_client.get_metric_history(run.info.run_id, key))
+        for key in run.data.metrics
+    }
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the MLflow run of a harness run is made from, known before it trains."""
+
+    out_dir: Path
+    config: dict[str, Any]
+    config_hash: str
+    params: dict[str, str]
+    tags: dict[str, str]
+
+    @classmethod
+    def of(cls, run: PreparedRun) -> RunFacts:
+        from omegaconf import OmegaConf
+
+        from harness.config.identity import config_hash
+        from harness.training import preflight
+
+        config = OmegaConf.to_container(run.cfg, resolve=True)
+        tags = {
+            "study": study_of(run.out_dir),
+            "run_dir": str(run.out_dir.resolve()),
+            "device": str(run.device),
+            "seed": str(run.cfg.seed),
+            **{f"choice.{k}": str(v) for k, v in run.choices.items() if v is not None},
+            **{f"version.{k}": str(v) for k, v in preflight.package_versions().items()},
+        }
+        return cls(run.out_dir, config, config_hash(config), varied(run.out_dir, run.choices), tags)
+
+
+def record_tags(record: dict[str, Any]) -> dict[str, str]:
+    """The tags a finished run's record adds: how it trained, whether it diverged, the
+    versions of its optimizer's library."""
+    tags = {
+        "status": str(record["status"]),
+        "diverged": str(record["status"] == "diverged").lower(),
+        "engine": str(record.get("engine")),
+        "update_path": str(record.get("update_path")),
+        "device": str(record.get("device")),
+    }
+    for name, version in (record.get("optimizer_versions") or {}).items():
+        tags[f"version.{name}"] = str(version)
+    return tags
+
+
+class MlflowLogger:
+    """A run's MLflow run (`harness.loggers.Logger`); everything MLflow happens in `open` and
+    after, in the logging thread."""
+
+    def __init__(self, node: DictConfig | None, facts: RunFacts) -> None:
+        self.uri, self.experiment = tracking_uri(node), experiment_name(node, facts.out_dir)
+        self.facts = facts
+        self.client: Any = None
+        self.run_id = ""
+
+    def open(self) -> dict[str, int]:
+        from mlflow.entities import Param
+
+        self.client = client(self.uri)
+        experiment = experiment_id(self.client, self.experiment)
+        found = find_run(self.client, experiment, self.facts.config_hash)
+        if found is not None:  # resumed: the same MLflow run goes on
+            self.run_id = found.info.run_id
+            self.client.update_run(self.run_id, status="RUNNING")
+            return last_steps(self.client, found)
+        run = self.client.create_run(
+            experiment,
+            run_name=self.facts.out_dir.name,
+            tags={"config_hash": self.facts.config_hash, **self.facts.tags},
+        )
+        self.run_id = run.info.run_id
+        self.client.log_batch(
+            self.run_id,
+            params=[Param(k, v) for k, v in self.facts.params.items()],
+        )
+        self.client.log_dict(self.run_id, self.facts.config, "config.yaml")
+        return {}
+
+    def log(self, rows: Sequence[tuple[int, float, float, str, float]]) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        metrics = [Metric(metric, value, now, iteration) for iteration, _, _, metric, value in rows]
+        for start in range(0, len(metrics), BATCH):
+            self.client.log_batch(self.run_id, metrics=metrics[start : start + BATCH])
+
+    def finish(self, record: dict[str, Any]) -> None:
+        from mlflow.entities import RunTag
+
+        tags = record_tags(record)
+        self.client.log_batch(self.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+        self.client.log_dict(self.run_id, record, "run.json")
+        self.client.set_terminated(self.run_id, STATUS.get(record["status"], "FAILED"))
+
+    def abort(self, status: str) -> None:
+        from mlflow.entities import RunTag
+
+        self.client.log_batch(self.run_id, tags=[RunTag("status", status.lower())])
+        self.client.set_terminated(self.run_id, status.upper())
