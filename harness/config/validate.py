@@ -19,11 +19,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.config.targets import target_object
 from harness.errors import ConfigError
-from harness.optimizers.catalogue import HARNESS_KEYS
 
 if TYPE_CHECKING:
     from harness.problems import Problem
 
+# Keys of an optimizer config that are the harness's, not the constructor's
+# (harness.training.building splits them off).
+HARNESS_KEYS = ("param_split",)
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 ENGINES = ("single", "stacked", "auto")
 GRAPH_SETTINGS = ("auto", "off")  # train.cuda_graph (harness.stacking.stacked_graph)

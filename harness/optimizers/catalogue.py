@@ -34,12 +34,11 @@ from typing import Any
 
 import torch
 
+from harness.config.validate import HARNESS_KEYS
+
 # Constructor arguments that are not hyper-parameters: what the harness passes or decides.
 NOT_HYPERPARAMETERS = {"self", "params", "foreach", "fused", "capturable", "differentiable"}
 MISSING = "???"
-# Keys of an optimizer config that are the harness's, not the constructor's
-# (harness.training.building).
-HARNESS_KEYS = ("param_split",)
 # Constructor arguments without a default that the run supplies when the config leaves them
 # null: its length in optimizer steps (Ranger21 plans its warm-up and warm-down by it).
 RUN_LENGTH_ARGUMENTS = ("num_iterations",)
