@@ -17,6 +17,7 @@ from matplotlib.collections import PolyCollection
 from matplotlib.lines import Line2D
 from matplotlib.markers import MarkerStyle
 from smoke_sweep import BATCH_64_LR, TARGET
+from test_analysis import validation_against_test
 
 from conftest import REPO, SMALL_RUN, compose_config, hydra_context
 from harness import analysis, report, style
@@ -384,10 +385,14 @@ def test_the_star_marks_the_best_learning_rate_of_every_net_and_setting(tables):
 
 
 def test_final_metrics_table_values_are_the_summary(tables):
+    """Each cell is the test metric of the rate validation chose, and each net's bold setting is
+    validation's pick, on runs whose validation ranks the configs against the test set."""
     runs, _ = tables
+    runs = validation_against_test(runs)
     summary = analysis.summarize(runs[runs["batch_size"] == 128])
     best = analysis.best_configs(summary)
     table = report.final_metrics_table(best, "final_test_accuracy")
+    val = runs.groupby("config_id")["final_val_accuracy"].mean()
     assert table.index.tolist() == ["net1", "net2"]
     assert table.columns.tolist() == ["sgd", "momentum", "adam"]
     for net in table.index:
@@ -401,8 +406,11 @@ def test_final_metrics_table_values_are_the_summary(tables):
             assert float(mean) == pytest.approx(r["final_test_accuracy_mean"] * 100, abs=0.005)
             assert float(ci) == pytest.approx(r["final_test_accuracy_ci"] * 100, abs=0.005)
             assert float(lr) == pytest.approx(r["lr"])
-        winner = best[best["net"] == net].set_index("optimizer")["final_test_accuracy_mean"]
-        assert bold == [winner.idxmax()]
+            mine = summary[(summary["net"] == net) & (summary["optimizer"] == optimizer)]
+            assert r["config_id"] == val[mine[mine["n_diverged"] == 0]["config_id"]].idxmax()
+        chosen = best[best["net"] == net].set_index("optimizer")
+        assert bold == [val[chosen["config_id"]].set_axis(chosen.index).idxmax()]
+        assert bold != [chosen["final_test_accuracy_mean"].idxmax()]  # the test set's bold
 
 
 @pytest.mark.slow
