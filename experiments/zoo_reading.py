@@ -28,7 +28,14 @@ from pathlib import Path
 import pandas as pd
 
 from harness import analysis, report, style
-from harness.analysis.reference import BETTER, DIVERGED, REFERENCE, TIED, WORSE
+from harness.analysis.reference import (
+    BETTER,
+    DIVERGED,
+    REFERENCE,
+    TIED,
+    WORSE,
+    with_family_verdicts,
+)
 from harness.errors import ConfigError, run_reading
 from harness.markdown import markdown_table
 from harness.tuning import tuning_curves
@@ -54,12 +61,9 @@ def beats(runs: pd.DataFrame, versus: pd.DataFrame) -> list[str]:
             else "none of the course's optimizers has a run on it"
         )
         lines += [f"### {net}", "", f"No reference: {why}.", ""]
+    versus = with_family_verdicts(runs, versus, style.COURSE_OPTIMIZERS)
     for net, rows in versus.groupby("net", sort=False):
         m = len(rows) - 1  # every setting but the reference
-        if m:  # on all runs, so that the net's label is the one `versus` was drawn with
-            strict = analysis.against_reference(runs, style.COURSE_OPTIMIZERS, 1 - 0.05 / m)
-            strict = strict[strict["net"] == net].set_index("config_id")["verdict"]
-            rows = rows.assign(bonferroni=rows["config_id"].map(strict))
         reference = rows[rows["verdict"] == REFERENCE].iloc[0]
         counts = rows["verdict"].value_counts()
         lines += [

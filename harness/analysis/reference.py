@@ -118,3 +118,62 @@ def against_reference(
     )
     order = order.sort_values(["_net", "_diverged", "_gain"], kind="stable")
     return order.drop(columns=["_net", "_diverged", "_gain"]).reset_index(drop=True)
+
+
+def welch_p(values: Sequence[float], reference: Sequence[float]) -> float:
+    """The two-sided p-value of Welch's t-test of mean(values) = mean(reference); NaN where
+    `welch_interval` has no interval."""
+    a, b = np.asarray(values, dtype=float), np.asarray(reference, dtype=float)
+    if len(a) < 2 or len(b) < 2 or (a.std() == 0 and b.std() == 0):
+        return math.nan
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
+        return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+
+
+def with_family_verdicts(
+    runs: pd.DataFrame, versus: pd.DataFrame, reference: Sequence[str], alpha: float = 0.05
+) -> pd.DataFrame:
+    """`versus` (`against_reference(runs, reference)`) with each verdict corrected for its
+    net's m comparisons (every setting but the reference), since among a zoo's 130 settings a
+    few intervals leave zero out by chance alone: `bonferroni`, the verdict of the interval
+    widened to 1 - alpha / m, and `holm`, Holm's step-down over the net's Welch p-values (as
+    strict as Bonferroni for the smallest p-value, less for the others). A net without a
+    comparison gets neither (NaN)."""
+    test = final_quality(runs)
+    seeds = runs.groupby("config_id")[test].apply(list)
+    nets = []
+    for net, rows in versus.groupby("net", sort=False):
+        m = len(rows) - 1
+        if m:  # on all runs, so that the net's label is the one `versus` was drawn with
+            strict = against_reference(runs, reference, 1 - alpha / m)
+            strict = strict[strict["net"] == net].set_index("config_id")["verdict"]
+            rows = rows.assign(bonferroni=rows["config_id"].map(strict), holm=_holm(rows, seeds))
+        nets.append(rows)
+    return pd.concat(nets) if nets else versus
+
+
+def _holm(rows: pd.DataFrame, seeds: pd.Series, alpha: float = 0.05) -> list[str]:
+    """Holm's verdicts of one net's rows of `against_reference`: the comparisons' p-values
+    in increasing order, each rejected while p_(k) <= alpha / (m - k + 1); a rejected one is
+    better or worse by its gain's sign, the rest not told apart (the reference and diverged
+    settings keep their verdicts)."""
+    reference = rows.loc[rows["verdict"] == REFERENCE, "config_id"].iloc[0]
+    compared = rows["verdict"].isin([BETTER, WORSE, TIED])
+    p = pd.Series(math.nan, index=rows.index)
+    for i, row in rows[compared].iterrows():
+        p[i] = welch_p(seeds[row["config_id"]], seeds[reference])
+    m = len(rows) - 1
+    rejected, going = set(), True
+    for k, (i, value) in enumerate(p.dropna().sort_values(kind="stable").items(), start=1):
+        going = going and value <= alpha / (m - k + 1)
+        if going:
+            rejected.add(i)
+    return [
+        row["verdict"]
+        if not compared[i]
+        else (BETTER if row["gain"] > 0 else WORSE)
+        if i in rejected
+        else TIED
+        for i, row in rows.iterrows()
+    ]
