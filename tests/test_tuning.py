@@ -18,9 +18,9 @@ from harness import report, storage
 from harness.errors import ConfigError
 from harness.results import RUN_FILE, RUNS_TABLE, SWEEP_FILE
 from harness.sweeps.jobs import sweep_jobs
+from harness.tuning.dimensions import Dimension
 from harness.tuning.search import (
     PROTOCOL_FILE,
-    Dimension,
     beyond_edge,
     centred_range,
     centred_trials,

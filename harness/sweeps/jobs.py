@@ -75,9 +75,11 @@ class TuningPlan:
         self.tune, overrides = tuning_protocol(config)
         expanded = [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
         default_optimizer = config.hydra.runtime.choices.get("optimizer")
-        self.combinations = combinations_of(expanded, self.tune, default_optimizer)
         self.compose, self.rounds = compose, 0
         self._identities: dict[tuple[str, ...], dict[str, Any]] = {}
+        self._optimizers: dict[tuple[str, ...], dict[str, Any]] = {}
+        optimizer_of = self._optimizer if compose is not None else None
+        self.combinations = combinations_of(expanded, self.tune, default_optimizer, optimizer_of)
         shortlisted = value_of = None
         if compose is not None:
             shortlisted, value_of = self._shortlisted, self._value_of
@@ -99,6 +101,15 @@ class TuningPlan:
             self._identities[key] = identity_config(resolved)
         return self._identities[key]
 
+    def _optimizer(self, given: list[str]) -> dict[str, Any]:
+        """The optimizer node of a combination's config, resolved (composed once): where the
+        search over every hyper-parameter finds its keys and defaults."""
+        key = tuple(given)
+        if key not in self._optimizers:
+            node = self.compose(given).get("optimizer") or {}
+            self._optimizers[key] = OmegaConf.to_container(node, resolve=True)
+        return self._optimizers[key]
+
     def _value_of(self, fixed: list[str], key: str) -> Any:
         return self._identity(fixed).get(key)
 
@@ -114,7 +125,7 @@ class TuningPlan:
         are done or no pick is at an edge): for each combination whose pick, by the rule that
         chooses (validation only), is the smallest or largest value of the centred key it
         tried, trials beyond that edge. Reads the sweep's results (consolidating them)."""
-        from harness.tuning.search import beyond_edge, centre
+        from harness.tuning.search import beyond_edge, centre, tuned_keys
         from harness.tuning.selection import edges, group_of
 
         edge = self.tune.get("beyond_edge")
@@ -123,11 +134,13 @@ class TuningPlan:
         self.rounds += 1
         collect(sweep_dir)
         key, _ = centre(self.tune)
-        sides = edges(sweep_dir, key)
+        # a combination's trials differ in every key its space tunes, not the rate alone
+        dropped = sorted({key, *tuned_keys(self.tune)})
+        sides = edges(sweep_dir, key, dropped)
         jobs = []
         for combination in self.combinations:
             side = combination.region and sides.get(
-                group_of(self._identity(combination.given), [key])
+                group_of(self._identity(combination.given), dropped)
             )
             if side:
                 jobs += combination.jobs(beyond_edge(combination, side, self.tune))

@@ -26,6 +26,13 @@ tried) is searched again beyond that edge, `decades` more at the same density of
 `rounds` times (the tuning sweeper plans each round from the last one's results); not where
 every trial ends alike, since the rate then moves nothing (`selection.edges`).
 
+Every hyper-parameter, not the rate alone (`tune.every_hyperparameter: true`): each
+combination's space is the rate's (the `default` entry) and, by one rule keyed by the argument's
+name, its optimizer's momentum or beta1, beta2, eps and weight decay (harness.tuning.spaces:
+1 - beta log-uniform, eps over decades, weight decay 0 one draw in four), read from the
+optimizer's config; its own entry adds to or changes that space. A shortlist then carries
+every key of each trial, exactly (`exact_text`).
+
 Each key's range is written in Hydra's sweep grammar, as Hydra's Optuna sweeper reads it:
 `interval(a, b)` (uniform), `tag(log, interval(a, b))` (log-uniform), `choice(x, y, ...)`,
 `range(start, stop, step)`. On the command line, as with the Optuna sweeper, an interval names a
@@ -44,16 +51,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep
+from hydra.core.override_parser.types import Override
 
 from harness.config.identity import executes, override_key
 from harness.errors import ConfigError
+from harness.tuning.dimensions import DEFAULT_SPACE, Dimension, dimension_of, exact_text, text_of
 
 METHODS = ("random", "grid", "shortlist")
 # A tuning study's protocol in its sweep folder (written by the tuning sweeper, read by the report).
 PROTOCOL_FILE = "tuning.json"
-DEFAULT_SPACE = "default"
 # The method whose trials are the best of an earlier study's (tune.source), not new draws.
 SHORTLIST = "shortlist"
 # Draws of a random search that repeat an earlier trial of the same combination are drawn again
@@ -61,67 +67,16 @@ SHORTLIST = "shortlist"
 REDRAWS = 100
 
 
-@dataclass(frozen=True)
-class Dimension:
-    """One tuned key: a log or linear interval, or a list of values."""
-
-    key: str
-    low: float | None = None
-    high: float | None = None
-    log: bool = False
-    integer: bool = False
-    values: tuple[Any, ...] | None = None
-
-    def draw(self, rng: np.random.Generator) -> Any:
-        if self.values is not None:
-            return self.values[int(rng.integers(len(self.values)))]
-        if self.log:
-            value = math.exp(rng.uniform(math.log(self.low), math.log(self.high)))
-        else:
-            value = rng.uniform(self.low, self.high)
-        return round(value) if self.integer else value
-
-    def grid(self, points: int) -> list[Any]:
-        if self.values is not None:
-            return list(self.values)
-        if points == 1:
-            ends = [math.sqrt(self.low * self.high) if self.log else (self.low + self.high) / 2]
-        elif self.log:
-            ends = np.geomspace(self.low, self.high, points).tolist()
-        else:
-            ends = np.linspace(self.low, self.high, points).tolist()
-        return sorted({round(v) for v in ends}) if self.integer else ends
-
-
-def _dimension(key: str, spec: Any, where: str) -> Dimension:
-    text = f"{key}={spec}"
-    try:
-        override = OverridesParser.create().parse_override(text)
-    except Exception as exc:  # Hydra's grammar error: its first line says what is wrong
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ConfigError(f"{where}: cannot read {text!r} ({first})") from None
-    value = override.value()
-    if isinstance(value, IntervalSweep):
-        low, high, log = value.start, value.end, "log" in value.tags
-        if not (isinstance(low, int | float) and isinstance(high, int | float)) or low >= high:
-            raise ConfigError(f"{where}: {text} needs numbers low < high")
-        if log and low <= 0:
-            raise ConfigError(f"{where}: {text}: a log-scale interval needs bounds > 0")
-        integer = isinstance(low, int) and isinstance(high, int)
-        return Dimension(key, float(low), float(high), log, integer)
-    if isinstance(value, ChoiceSweep):
-        return Dimension(key, values=tuple(value.list))
-    if isinstance(value, RangeSweep):
-        return Dimension(key, values=tuple(override.sweep_iterator()))
-    raise ConfigError(
-        f"{where}: {text} is not a range to search: use interval(a, b), "
-        "tag(log, interval(a, b)), choice(...) or range(...)"
-    )
-
-
-def search_space(tune: Mapping[str, Any], optimizer: str) -> list[Dimension]:
+def search_space(
+    tune: Mapping[str, Any], optimizer: str, config: Mapping[str, Any] | None = None
+) -> list[Dimension]:
     """The dimensions `tune.space` declares for the optimizer choice `optimizer` (its own entry,
-    else `default`), in key order."""
+    else `default`), in key order. With `tune.every_hyperparameter`, the rule's space over its
+    config's hyper-parameters (`config`: its optimizer node; harness.tuning.spaces)."""
+    if tune.get("every_hyperparameter"):
+        from harness.tuning.spaces import own_space
+
+        return own_space(tune, optimizer, config)
     spaces = tune.get("space") or {}
     name = optimizer if optimizer in spaces else DEFAULT_SPACE
     if name not in spaces:
@@ -129,7 +84,7 @@ def search_space(tune: Mapping[str, Any], optimizer: str) -> list[Dimension]:
             f"tune.space has no entry for optimizer {optimizer} and no {DEFAULT_SPACE} entry"
         )
     entry = spaces[name] or {}
-    return [_dimension(k, entry[k], f"tune.space.{name}") for k in sorted(entry)]
+    return [dimension_of(k, entry[k], f"tune.space.{name}") for k in sorted(entry)]
 
 
 def check_protocol(tune: Mapping[str, Any] | None) -> None:
@@ -150,6 +105,14 @@ def check_protocol(tune: Mapping[str, Any] | None) -> None:
         raise ConfigError("tune.method=shortlist needs tune.source, the earlier tuning study")
     if not isinstance(tune.get("seed"), int):
         raise ConfigError(f"tune.seed must be an integer, got {tune.get('seed')!r}")
+    rule = tune.get("every_hyperparameter")
+    if rule is not None and not isinstance(rule, bool):
+        raise ConfigError(f"tune.every_hyperparameter must be true or false, got {rule!r}")
+    if rule and tune["method"] == "grid":
+        raise ConfigError(
+            "tune.every_hyperparameter needs tune.method=random (or shortlist): a grid over "
+            "five keys would hold few points of each"
+        )
     for name in tune.get("space") or {}:
         search_space(tune, name)
     _check_edges(tune)
@@ -209,10 +172,22 @@ def with_command_line_spaces(
     return tune, rest
 
 
-def _text(value: Any) -> str:
-    """A drawn value as an override: 4 significant digits for floats (readable folder names;
-    the run's config holds exactly this value)."""
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+def _stored(value: Any) -> Any:
+    """A value as a run's stored config holds it, back as the config had it: a list is stored
+    as its text ('[0.9, 0.999]', harness.config.identity), its elements numbers or None."""
+    if not (isinstance(value, str) and value.startswith("[") and value.endswith("]")):
+        return value
+    items = [item.strip() for item in value[1:-1].split(",") if item.strip()]
+    return [None if item == "None" else _number_or_text(item) for item in items]
+
+
+def _number_or_text(text: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _rng(seed: int, combination: Sequence[str]) -> np.random.Generator:
@@ -237,12 +212,12 @@ def trials(
     if method == "grid":
         intervals = sum(d.values is None for d in dimensions)
         points = max(1, math.floor(budget ** (1 / intervals) + 1e-9)) if intervals else 1
-        axes = [[f"{d.key}={_text(v)}" for v in d.grid(points)] for d in dimensions]
+        axes = [[f"{d.key}={text_of(v)}" for v in d.grid(points)] for d in dimensions]
         return [list(t) for t in itertools.product(*axes)]
     draws, found, seen = _draws(dimensions, seed, combination), [], set()
     for _ in range(budget):
         for _ in range(REDRAWS):
-            trial = _overrides(next(draws))
+            trial = _overrides(next(draws), dimensions)
             if tuple(trial) not in seen:
                 break
         if tuple(trial) in seen:  # a small discrete space: fewer distinct trials than budget
@@ -262,8 +237,9 @@ def _draws(
         yield {d.key: d.draw(rng) for d in dimensions}
 
 
-def _overrides(trial: Mapping[str, Any]) -> list[str]:
-    return [f"{k}={_text(v)}" for k, v in trial.items()]
+def _overrides(trial: Mapping[str, Any], dimensions: Sequence[Dimension]) -> list[str]:
+    texts = {d.key: d.text for d in dimensions}
+    return [f"{k}={texts[k](v)}" for k, v in trial.items()]
 
 
 Range = tuple[float, float]
@@ -334,7 +310,7 @@ def centred_trials(
             }
         else:
             trial = next(t for t in plain if any(a <= t[key] <= b for a, b in inside))
-        found.append(_overrides(trial))
+        found.append(_overrides(trial, dimensions))
     return found
 
 
@@ -370,11 +346,16 @@ def centre(tune: Mapping[str, Any]) -> tuple[str, float] | None:
 
 
 def combinations_of(
-    combinations: Sequence[Sequence[str]], tune: Mapping[str, Any], default_optimizer: str
+    combinations: Sequence[Sequence[str]],
+    tune: Mapping[str, Any],
+    default_optimizer: str,
+    optimizer_of: Callable[[list[str]], Mapping[str, Any]] | None = None,
 ) -> list[Combination]:
     """The combinations of a study's grid axes (the basic sweeper's expansion; the seed axis
     gathered), each with its optimizer's search space (`default_optimizer`: the config's
-    optimizer choice when no axis names one)."""
+    optimizer choice when no axis names one; `optimizer_of(overrides)`: the optimizer node of
+    a combination's config, which the search over every hyper-parameter reads its keys and
+    defaults from: without it, the space as written)."""
     seeds_of: dict[tuple[str, ...], list[str]] = {}
     for combination in combinations:
         rest = tuple(o for o in combination if override_key(o) != "seed")
@@ -385,7 +366,10 @@ def combinations_of(
         optimizer = next(
             (o.split("=", 1)[1] for o in rest if override_key(o) == "optimizer"), default_optimizer
         )
-        space = search_space(tune, optimizer)
+        config = (
+            optimizer_of(list(rest)) if optimizer_of and tune.get("every_hyperparameter") else None
+        )
+        space = search_space(tune, optimizer, config)
         tuned = {d.key for d in space}
         fixed = [o for o in rest if override_key(o) not in tuned]  # the space overrides an axis
         stream = [o for o in fixed if not executes(override_key(o))]
@@ -409,8 +393,9 @@ def first_trials(
         if shortlisted is None or not space:
             return [[] for _ in range(budget if space else 1)]
         keys = [d.key for d in space]
+        # each trial's values exactly as its run had them (a decay's digits beyond four count)
         return [
-            _overrides({k: values[k] for k in keys})
+            [f"{k}={exact_text(_stored(values[k]))}" for k in keys]
             for values in shortlisted(combination.fixed, keys)
         ]
     centred = centre(tune)
@@ -455,5 +440,11 @@ def tuning_jobs(
 
 
 def tuned_keys(tune: Mapping[str, Any]) -> list[str]:
-    """Every key some optimizer's search space tunes."""
-    return sorted({k for entry in (tune.get("space") or {}).values() for k in (entry or {})})
+    """Every key some optimizer's search space tunes (with tune.every_hyperparameter, every
+    key its rule may tune)."""
+    keys = {k for entry in (tune.get("space") or {}).values() for k in (entry or {})}
+    if tune.get("every_hyperparameter"):
+        from harness.tuning.spaces import rule_keys
+
+        keys |= set(rule_keys())
+    return sorted(keys)

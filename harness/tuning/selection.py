@@ -99,13 +99,15 @@ def choose(runs: pd.DataFrame, keys: list[str], phase_keys: list[str]) -> pd.Dat
     return best.assign(n_trials=best["group"].map(trials))
 
 
-def edges(source: str | Path, key: str) -> dict[str, str]:
-    """Per group of the tuning runs in `source` (configs equal but for `key` and the seed) whose
-    chosen config (`choose`: validation only) holds the smallest or the largest value of `key`
-    the group tried, of two or more: "low" or "high" (not where every trial ends alike)."""
+def edges(source: str | Path, key: str, dropped: list[str] | None = None) -> dict[str, str]:
+    """Per group of the tuning runs in `source` (configs equal but for `dropped`, by default
+    `key`, and the seed: a search over more keys than the rate drops them all) whose chosen
+    config (`choose`: validation only) holds the smallest or the largest value of `key` the
+    group tried, of two or more: "low" or "high" (not where every trial ends alike)."""
     runs = load_runs(source)
-    chosen = choose(runs, [key], [])
-    sides = pick_sides(runs, chosen, key)
+    dropped = dropped or [key]
+    chosen = choose(runs, dropped, [])
+    sides = _sides(runs, _picked_configs(runs, chosen), key, dropped)
     return {g: side for g, side in zip(chosen["group"], sides, strict=True) if side in SIDES}
 
 
