@@ -22,7 +22,7 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from harness.stacking.stacked import execute_group
+from harness.stacking.stack import execute_group
 from harness.training.checkpoint import Checkpoint
 from harness.training.job import Job
 

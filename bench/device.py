@@ -72,8 +72,8 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from harness.config.devices import resolve_device  # noqa: E402
-from harness.stacking.stacked import train_stack  # noqa: E402
-from harness.sweeps.launcher import execute_jobs  # noqa: E402
+from harness.stacking.stack import train_stack  # noqa: E402
+from harness.sweeps.plan import execute_jobs  # noqa: E402
 from harness.training import first_step  # noqa: E402
 from harness.training import run as run_module  # noqa: E402
 from harness.training.job import Job  # noqa: E402

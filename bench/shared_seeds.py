@@ -26,7 +26,7 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from harness.stacking.stacked import train_stack
+from harness.stacking.stack import train_stack
 from harness.training import run as run_module
 from harness.training.job import Job
 

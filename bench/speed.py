@@ -10,8 +10,8 @@ Side by side in one invocation, on the same data and iterations:
   (a) the plain loop: nn.Sequential, torch.optim, DataLoader(TensorDataset, shuffle=True);
   (b) the single-run engine (harness.training.engine.train), one run after another;
   (c) the stacked engine: all configs of a net as one stack in one process (torch's default
-      threads), by the hand-written MLP stack (harness.stacking.stacked_model, what MLPs use) and by
-      the torch.func stack any other model uses (harness.stacking.stacked_module), interleaved
+      threads), by the hand-written MLP stack (harness.stacking.mlp, what MLPs use) and by
+      the torch.func stack any other model uses (harness.stacking.functional), interleaved
       --repeats times (medians); and split into one single-threaded worker process per core
       (execute_jobs). --stacked-only times the two stacked paths alone.
 With --before REV, only the engines — (b), and (c) in one process by both stacked paths — are
@@ -46,10 +46,10 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from harness.problems.classification.mnist import load_mnist
 from harness.problems.classification.networks import MLP_TARGET
-from harness.stacking.stacked import train_stack
-from harness.stacking.stacked_model import StackedMLP
-from harness.stacking.stacked_module import StackedModule
-from harness.sweeps.launcher import execute_jobs
+from harness.stacking.functional import StackedModule
+from harness.stacking.mlp import StackedMLP
+from harness.stacking.stack import train_stack
+from harness.sweeps.execute import execute_jobs
 from harness.training import run as run_module
 from harness.training.job import Job
 

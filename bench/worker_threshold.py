@@ -7,7 +7,7 @@ For sweeps of 8 stackable runs (net1, net3) of growing length, side by side in o
 `execute_jobs` in this process (one stack, one thread) and in one single-threaded worker process
 per core (one sub-stack each, data shared), each timed whole: starting the workers, handing
 them the data, training, writing results. It prints the estimated work of each sweep
-(harness.sweeps.launcher.estimated_work) with both times; harness.sweeps.launcher.WORKER_THRESHOLD
+(harness.sweeps.plan.estimated_work) with both times; harness.sweeps.plan.WORKER_THRESHOLD
 is set where the workers start to win. Data root: --data-root or $HARNESS_DATA_ROOT.
 """
 
@@ -22,7 +22,8 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from harness.sweeps import launcher
+from harness.sweeps import execute
+from harness.sweeps import plan as planning
 from harness.training.job import Job
 
 REPO = Path(__file__).resolve().parent.parent
@@ -56,7 +57,7 @@ def timed(cfgs: list, use_workers: bool) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         jobs = [Job.of(cfg, Path(tmp) / str(i)) for i, cfg in enumerate(cfgs)]
         tic = time.perf_counter()
-        launcher.execute_jobs(jobs, use_workers=use_workers)
+        execute.execute_jobs(jobs, use_workers=use_workers)
         return time.perf_counter() - tic
 
 
@@ -70,14 +71,14 @@ def main() -> None:
     parser.add_argument("--net3", default="100,400,1000,2500", help="iterations of net3 sweeps")
     args = parser.parse_args()
     print(f"# Worker processes or not: 8 stackable runs, {os.cpu_count()} cores")
-    print(f"WORKER_THRESHOLD = {launcher.WORKER_THRESHOLD:.3g}\n")
+    print(f"WORKER_THRESHOLD = {planning.WORKER_THRESHOLD:.3g}\n")
     print("| net | iterations | estimated work | this process (s) | workers (s) | faster |")
     print("|---|---:|---:|---:|---:|---|")
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         for net in ("net1", "net3"):
             for iterations in map(int, getattr(args, net).split(",")):
                 cfgs = sweep(args.data_root, net, iterations)
-                work = sum(map(launcher.estimated_work, cfgs))
+                work = sum(map(planning.estimated_work, cfgs))
                 here, workers = [], []
                 for _ in range(args.repeats):  # interleaved: both see the same machine load
                     here.append(timed(cfgs, use_workers=False))

@@ -20,11 +20,12 @@ from omegaconf.errors import OmegaConfBaseException
 
 from harness import storage
 from harness.errors import ConfigError, HarnessError, exit_with_error, harness_error_in
-from harness.results import RUN_FILE, RunRecord, collect
+from harness.results import RUN_FILE, RunRecord
 from harness.storage import compact
-from harness.sweeps.finished import INDEX_FILE, resumed, write_index
+from harness.sweeps.callback import discard_invocation
+from harness.sweeps.consolidate import consolidate
 from harness.sweeps.progress import log_progress
-from harness.sweeps.sweep import discard_invocation
+from harness.sweeps.resume import resumed
 
 log = logging.getLogger("harness")
 # The repository's conf/ folder (the package is installed in editable mode from the repository).
@@ -62,7 +63,7 @@ def _train_app(cfg: DictConfig) -> RunRecord | None:
     """One run: a single run, or a job of a sweep run by a launcher other than the stacked one
     (which trains its jobs itself)."""
     # torch imported here, not at the top: --help and config errors stay fast
-    from harness.sweeps.launcher import requested_engine
+    from harness.sweeps.plan import requested_engine
     from harness.training.run import execute
 
     hydra_cfg = HydraConfig.get()
@@ -92,7 +93,7 @@ def _train_app(cfg: DictConfig) -> RunRecord | None:
 
 def _esgd_study(cfg: DictConfig, run_dir: Path, mode: RunMode) -> None:
     """The ESGD study of `cfg` (harness.esgd), in its own folder (results/esgd/<model>)."""
-    from harness.esgd import ONE_STUDY_PER_COMMAND
+    from harness.config.validate import ONE_STUDY_PER_COMMAND
     from harness.esgd.app import execute
 
     try:
@@ -172,9 +173,7 @@ def collect_main(argv: list[str] | None = None) -> None:
             failed |= not _check(sweep_dir, args.repair)
             continue
         try:
-            runs, rows = collect(sweep_dir)
-            if (sweep_dir / INDEX_FILE).exists():  # a sweep's: it names every finished run
-                write_index(sweep_dir)
+            runs, rows = consolidate(sweep_dir)
             if args.compact:
                 runs, rows = compact(sweep_dir)
         except HarnessError as exc:  # a damaged table; a table written before runs recorded ids

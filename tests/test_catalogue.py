@@ -11,7 +11,7 @@ from hydra.utils import get_class
 from omegaconf import OmegaConf
 
 from conftest import CONF_DIR, REPO, SMALL_RUN, compose_config
-from harness.config.targets import build
+from harness.config.class_paths import build
 from harness.errors import ConfigError
 from harness.optimizers.catalogue import (
     HARNESS_KEYS,
@@ -111,7 +111,8 @@ def test_an_epochs_budget_gives_the_probes_the_runs_length(mnist_dir):
     """The stacking and checkpoint probes build Ranger21 with the run's steps also when the run
     is budgeted in epochs (of its training set: 2,000 examples here, in batches of 128)."""
     from harness.stacking import grouping
-    from harness.training import datasets, preflight, restore_probe
+    from harness.training import job as datasets
+    from harness.training import preflight, restore_probe
     from harness.training.job import Job
 
     overrides = ["optimizer=ranger21", "train.iterations=null", "train.epochs=2"]

@@ -15,7 +15,7 @@ from conftest import compose_config, hydra_context, max_difference, small
 from harness.errors import ConfigError
 from harness.optimizers.catalogue import catalogue
 from harness.stacking.grouping import refusal, stack_key
-from harness.stacking.stacked import execute_group
+from harness.stacking.stack import execute_group
 from harness.training.job import Job
 from harness.training.run import check, execute_job
 

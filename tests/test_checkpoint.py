@@ -17,8 +17,8 @@ import torch
 from conftest import MNIST_DIR, FailingSGD, compose_config, hydra_context, run_cli, small
 from harness.results import CHECKPOINTS_FOLDER as FOLDER
 from harness.results import load_curves
-from harness.stacking.stacked import execute_group
-from harness.sweeps.launcher import plan
+from harness.stacking.stack import execute_group
+from harness.sweeps.plan import plan
 from harness.training.checkpoint import Checkpoint, saved_tasks, task_checkpoint
 from harness.training.job import Job
 from harness.training.restore_probe import restore_refusal

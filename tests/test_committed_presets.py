@@ -24,9 +24,9 @@ from omegaconf import DictConfig, OmegaConf
 from conftest import REPO, compose_config, hydra_context
 from harness.config.identity import computes, config_hash, identity_config
 from harness.storage import read_runs
+from harness.sweeps.compose import SweepComposer
 from harness.sweeps.jobs import TUNING_SWEEPER, TuningPlan, sweep_jobs
 from harness.tuning.search import beyond_edge
-from hydra_plugins.harness_launcher.compose import SweepComposer
 
 RESULTS = REPO / "results"
 PLAIN_SGD = "optimizer.momentum=0 optimizer.nesterov=false optimizer.lr=0.01,0.03,0.1,0.3,1"

@@ -7,7 +7,7 @@ import torch
 from hydra.utils import instantiate
 
 from conftest import CONF_DIR, compose_config, hydra_context
-from harness.config.targets import build
+from harness.config.class_paths import build
 from harness.config.validate import validate_run
 from harness.errors import ConfigError
 from harness.problems.classification.networks import lenet_multiply_adds

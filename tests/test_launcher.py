@@ -17,14 +17,16 @@ from harness.errors import HarnessError
 from harness.problems.classification.mnist import load_mnist
 from harness.problems.classification.networks import MLP
 from harness.stacking.grouping import refusal
-from harness.stacking.stacked import execute_group
-from harness.sweeps import launcher
+from harness.stacking.stack import execute_group
+from harness.sweeps import plan as planning
+from harness.sweeps.compose import SweepComposer
+from harness.sweeps.execute import execute_jobs
 from harness.sweeps.jobs import sweep_jobs
-from harness.sweeps.launcher import WORKER_THRESHOLD, estimated_work, execute_jobs
-from harness.training import datasets
+from harness.sweeps.plan import WORKER_THRESHOLD, estimated_work
+from harness.training import job as datasets
 from harness.training.job import Job
+from harness.training.run import check as run_check
 from harness.training.run import execute
-from hydra_plugins.harness_launcher.compose import SweepComposer
 
 
 class HeavyBall(torch.optim.Optimizer):
@@ -235,15 +237,15 @@ def test_stacks_are_dealt_by_what_their_runs_cost_and_bounded_in_seconds(mnist_d
     lrs = [round(0.01 * (i + 1), 2) for i in range(10)]
     cfgs = configs(mnist_dir, *[["optimizer=sgd", f"optimizer.lr={lr}"] for lr in lrs])
     jobs = [Job.of(c, "unused") for c in cfgs]
-    launcher.run_module.check(jobs[0])  # the check times the step: a run's cost is known
-    step = launcher.checked_step_time(jobs[0])
-    assert launcher.estimated_seconds(jobs[0]) == step * jobs[0].cfg.train.iterations > 0
+    run_check(jobs[0])  # the check times the step: a run's cost is known
+    step = planning.checked_step_time(jobs[0])
+    assert planning.estimated_seconds(jobs[0]) == step * jobs[0].cfg.train.iterations > 0
 
     costs = {lr: 10.0 if lr == lrs[3] else 1.0 for lr in lrs}  # one run 10x costlier
-    monkeypatch.setattr(launcher, "estimated_seconds", lambda job: costs[job.cfg.optimizer.lr])
+    monkeypatch.setattr(planning, "estimated_seconds", lambda job: costs[job.cfg.optimizer.lr])
 
     def stacks(**bounds: float) -> list[list[int]]:
-        tasks = launcher.plan(jobs, parts=2, **bounds)
+        tasks = planning.plan(jobs, parts=2, **bounds)
         assert all(t.stacked for t in tasks)
         assert sorted(i for t in tasks for i in t.jobs) == list(range(10))
         return sorted((t.jobs for t in tasks), key=len)
@@ -255,5 +257,5 @@ def test_stacks_are_dealt_by_what_their_runs_cost_and_bounded_in_seconds(mnist_d
     # at most 6 models: the bound on models holds as well
     assert [len(s) for s in stacks(max_stack=6)] == [4, 6]
     # costs unknown: every run counts one (two stacks of five)
-    monkeypatch.setattr(launcher, "estimated_seconds", lambda job: None)
+    monkeypatch.setattr(planning, "estimated_seconds", lambda job: None)
     assert [len(s) for s in stacks(max_stack_s=5)] == [5, 5]

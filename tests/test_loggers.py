@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from conftest import compose_config, hydra_context, run_cli, small
 from harness.config.identity import config_hash
 from harness.loggers.export import export
-from harness.stacking.stacked import execute_group
+from harness.stacking.stack import execute_group
 from harness.training.checkpoint import Checkpoint
 from harness.training.job import Job
 

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from conftest import REPO
+from harness.config.class_paths import MOVED_MODULES, build, located, target_object
 from harness.config.identity import config_hash, identity_config, identity_hash
-from harness.config.targets import MOVED_MODULES, build, located, target_object
 
 COMMITTED_TABLES = sorted((REPO / "results").glob("**/runs.parquet"))
 

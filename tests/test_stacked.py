@@ -13,11 +13,11 @@ from omegaconf import OmegaConf
 
 from conftest import CONF_DIR, compose_config, hydra_context, max_difference, small
 from harness.errors import HarnessError
+from harness.stacking.functional import StackedModule
 from harness.stacking.grouping import refusal, stack_key
-from harness.stacking.stacked import execute_group, train_stack
-from harness.stacking.stacked_model import StackedMLP
-from harness.stacking.stacked_module import StackedModule
-from harness.sweeps.launcher import execute_jobs
+from harness.stacking.mlp import StackedMLP
+from harness.stacking.stack import execute_group, train_stack
+from harness.sweeps.execute import execute_jobs
 from harness.training.job import Job
 from harness.training.run import execute, prepare
 
@@ -298,7 +298,7 @@ def test_seeds_of_an_optimizer_torch_fuses_share_one_fused_instance():
     stack alone) share one instance, fused too, also once a seed has left; a step of it is
     each seed's fused step alone."""
     from harness.problems.classification.networks import MLP
-    from harness.stacking.stacked_optimizers import Sharing, StackedOptimizers
+    from harness.stacking.member_optimizers import Sharing, StackedOptimizers
     from harness.training.stepping import SHARED_STEP
 
     def build(params):
@@ -336,7 +336,7 @@ def test_shared_instance_carries_its_state_when_a_seed_leaves_the_stack():
     # Three seeds of one Lion config share an instance; after two steps the second leaves (as
     # a diverged run does): the two that stay go on exactly as each alone with its own Lion.
     from harness.problems.classification.networks import MLP
-    from harness.stacking.stacked_optimizers import Sharing, StackedOptimizers
+    from harness.stacking.member_optimizers import Sharing, StackedOptimizers
     from harness.training.stepping import SHARED_STEP
 
     lion = get_class("pytorch_optimizer.Lion")

@@ -18,11 +18,12 @@ from conftest import CONF_DIR, compose_config, hydra_context, small
 from harness.config.identity import config_hash
 from harness.config.validate import validate_train
 from harness.errors import ConfigError
-from harness.stacking import stacked_graph
-from harness.stacking.stacked import Stack, train_stack
-from harness.stacking.stacked_module import StackedModule
+from harness.stacking import cuda_graph
+from harness.stacking.functional import StackedModule
+from harness.stacking.stack import Stack, train_stack
 from harness.sweeps import gpu_workers
-from harness.sweeps.launcher import default_workers, execute_jobs
+from harness.sweeps.execute import execute_jobs
+from harness.sweeps.plan import default_workers
 from harness.training.job import Job
 from harness.training.run import prepare, train_single
 from harness.training.stepping import OPTIMIZER_STEP, SHARED_STEP, STACKED_RULE, TORCH_FUSED
@@ -99,45 +100,43 @@ def test_on_the_cpu_a_stack_steps_as_before(mnist_dir):
 def test_which_stacks_and_updates_are_captured(mnist_dir):
     cfgs = configs(mnist_dir, [["optimizer=adam"], ["optimizer=radam"]], base=["model=net1"])
     members = stack_of(cfgs, capturable=True)
-    assert stacked_graph.stack_refusal("auto", members) is None
-    assert stacked_graph.stack_refusal("off", members) == "train.cuda_graph=off"
+    assert cuda_graph.stack_refusal("auto", members) is None
+    assert cuda_graph.stack_refusal("off", members) == "train.cuda_graph=off"
     assert stack_of(cfgs, capturable=False).stepper.paths() == [STACKED_RULE, OPTIMIZER_STEP]
-    assert "train.cuda_graph=off" in stacked_graph.stack_refusal("auto", stack_of(cfgs, False))
+    assert "train.cuda_graph=off" in cuda_graph.stack_refusal("auto", stack_of(cfgs, False))
     members.stack = StackedModule(members.models)
-    assert "torch.func" in stacked_graph.stack_refusal("auto", members)
+    assert "torch.func" in cuda_graph.stack_refusal("auto", members)
 
-    assert stacked_graph.member_refusal(STACKED_RULE) is None
+    assert cuda_graph.member_refusal(STACKED_RULE) is None
     for path in (OPTIMIZER_STEP, SHARED_STEP, TORCH_FUSED):
-        assert stacked_graph.member_refusal(path)
+        assert cuda_graph.member_refusal(path)
     paths = [STACKED_RULE, OPTIMIZER_STEP]
-    assert stacked_graph.notes(None, None, paths) == [
+    assert cuda_graph.notes(None, None, paths) == [
         "captured",
-        f"captured, its update eager ({stacked_graph.member_refusal(OPTIMIZER_STEP)})",
+        f"captured, its update eager ({cuda_graph.member_refusal(OPTIMIZER_STEP)})",
     ]
+    assert cuda_graph.notes(None, "its replay differs", paths) == ["eager (its replay differs)"] * 2
     assert (
-        stacked_graph.notes(None, "its replay differs", paths) == ["eager (its replay differs)"] * 2
-    )
-    assert (
-        stacked_graph.notes("train.cuda_graph=off", None, paths)
+        cuda_graph.notes("train.cuda_graph=off", None, paths)
         == ["not captured (train.cuda_graph=off)"] * 2
     )
 
 
 def test_the_probes_verdict_is_bitwise():
     a = torch.tensor([1.0, float("nan"), float("inf")])
-    assert stacked_graph.verdict([a, torch.arange(3)], [a.clone(), torch.arange(3)]) is None
+    assert cuda_graph.verdict([a, torch.arange(3)], [a.clone(), torch.arange(3)]) is None
     b = a.clone()
     b[0] = torch.nextafter(b[0], torch.tensor(2.0))  # one bit
-    assert "differs from eager execution (tensor 0" in stacked_graph.verdict([a], [b])
-    assert "is torch.float64[3]" in stacked_graph.verdict([a], [a.double()])
-    assert "left 2 tensors" in stacked_graph.verdict([a], [a, a])
-    assert not stacked_graph.same_bits(torch.tensor(0.0), torch.tensor(-0.0))
+    assert "differs from eager execution (tensor 0" in cuda_graph.verdict([a], [b])
+    assert "is torch.float64[3]" in cuda_graph.verdict([a], [a.double()])
+    assert "left 2 tensors" in cuda_graph.verdict([a], [a, a])
+    assert not cuda_graph.same_bits(torch.tensor(0.0), torch.tensor(-0.0))
 
 
 def test_probe_rows_are_shaped_as_the_stacks_batches():
-    shared = stacked_graph.probe_rows(100, 8, 3, False, torch.device("cpu"))
-    per_model = stacked_graph.probe_rows(100, 8, 3, True, torch.device("cpu"))
-    assert len(shared) == stacked_graph.PROBE_STEPS
+    shared = cuda_graph.probe_rows(100, 8, 3, False, torch.device("cpu"))
+    per_model = cuda_graph.probe_rows(100, 8, 3, True, torch.device("cpu"))
+    assert len(shared) == cuda_graph.PROBE_STEPS
     assert shared[0].shape == (8,) and per_model[0].shape == (3, 8)
     assert per_model[1].max() < 100 and len(set(per_model[0][:, 0].tolist())) == 3
 
@@ -149,7 +148,7 @@ def test_the_probe_keeps_eager_where_a_replay_freezes_a_value(mnist_dir):
     cfgs = configs(mnist_dir, [["optimizer=adam"], ["optimizer=sgd", "optimizer.momentum=0.9"]])
     members = stack_of(cfgs, capturable=True)
     start = [t.clone() for t, _ in members.stack.tensors()]
-    rows = stacked_graph.probe_rows(1000, 50, 2, False, torch.device("cpu"))
+    rows = cuda_graph.probe_rows(1000, 50, 2, False, torch.device("cpu"))
 
     def frozen(step):
         first = []
@@ -164,8 +163,8 @@ def test_the_probe_keeps_eager_where_a_replay_freezes_a_value(mnist_dir):
 
         return replayed
 
-    assert stacked_graph.probe(members, rows, replay=lambda step: step) is None
-    reason = stacked_graph.probe(members, rows, replay=frozen)
+    assert cuda_graph.probe(members, rows, replay=lambda step: step) is None
+    reason = cuda_graph.probe(members, rows, replay=frozen)
     assert reason is not None and "differs from eager execution" in reason
     for (tensor, grad), saved in zip(members.stack.tensors(), start, strict=True):
         assert torch.equal(tensor, saved) and not grad.any()
@@ -226,7 +225,7 @@ def test_a_stack_replayed_from_its_graph_equals_its_eager_steps(mnist_dir, monke
         return train_stack([prepare(Job.of(cfg, "unused")) for cfg in cfgs])
 
     replayed = trained()
-    monkeypatch.setattr(stacked_graph, "probe", lambda *args, **kwargs: "kept eager")
+    monkeypatch.setattr(cuda_graph, "probe", lambda *args, **kwargs: "kept eager")
     eager = trained()
     for variant, a, b in zip(variants, replayed, eager, strict=True):
         assert a.status == b.status, variant
@@ -265,7 +264,7 @@ def test_the_launcher_does_not_initialise_cuda_before_its_workers(mnist_dir, tmp
         sys.path.insert(0, {str(CONF_DIR.parent / "tests")!r})
         from conftest import compose_config, hydra_context, small
         from harness.training.job import Job
-        from harness.sweeps.launcher import execute_jobs
+        from harness.sweeps.execute import execute_jobs
 
         original = concurrent.futures.ProcessPoolExecutor.__init__
 

@@ -16,10 +16,10 @@ import pytest
 from conftest import MNIST_DIR, compose_config, hydra_context, run_cli
 from harness.errors import ConfigError
 from harness.results import SWEEP_FILE, load_curves, load_runs
-from harness.sweeps import finished as finished_module
-from harness.sweeps.finished import already_finished, write_index
+from harness.sweeps import resume as finished_module
 from harness.sweeps.jobs import sweep_jobs, tuning_protocol
 from harness.sweeps.progress import Progress, format_seconds
+from harness.sweeps.resume import already_finished, write_index
 
 TINY = ["train.iterations=20", "train.eval_every=10", "data.train_size=500", "data.test_size=200"]
 

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from conftest import SMALL_RUN, compose_config, run_cli, train_in_process
-from harness.config.targets import target_object
+from harness.config.class_paths import target_object
 from harness.errors import ConfigError
 from harness.optimizers.catalogue import config_of
 from harness.optimizers.own import as_class_choice, config_of_target

@@ -89,7 +89,7 @@ from harness.analysis.summaries import (
     summarize,
     t_interval,
 )
-from harness.analysis.targets import (
+from harness.analysis.time_to_target import (
     TARGET_MEASURES,
     fastest_configs,
     quality_at_time,

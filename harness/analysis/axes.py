@@ -26,7 +26,7 @@ from harness.analysis.summaries import (
     best_configs,
     summarize,
 )
-from harness.analysis.targets import (
+from harness.analysis.time_to_target import (
     TARGET_MEASURES,
     fastest_configs,
 )

@@ -19,7 +19,7 @@ from harness.analysis.memo import remembered
 from harness.analysis.summaries import (
     summarize,
 )
-from harness.analysis.targets import (
+from harness.analysis.time_to_target import (
     summarize_time_to_target,
     time_to_target,
 )

@@ -12,7 +12,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from harness.config.targets import recorded_flat, recorded_targets
+from harness.config.class_paths import recorded_flat, recorded_targets
 
 # Config keys that say where or how fast a run executes, not what it computes: two runs that
 # differ only in these are the same experiment.
@@ -107,7 +107,7 @@ def flat_config(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def identity_config(config: dict[str, Any]) -> dict[str, Any]:
     """A run's identity: every key of its resolved config that changes what it computes, except
     the seed (execution-only keys and lookup tables are left out), as {dotted key: value};
-    moved targets under the name they were recorded by (`harness.config.targets`)."""
+    moved targets under the name they were recorded by (`harness.config.class_paths`)."""
     flat = recorded_flat(flat_config(config))
     dropped = tuple(NOT_COMPUTED_KEYS) + ("seed",)
     return {

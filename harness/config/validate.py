@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from harness.config.targets import target_object
+from harness.config.class_paths import target_object
 from harness.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -28,9 +28,16 @@ if TYPE_CHECKING:
 HARNESS_KEYS = ("param_split",)
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 ENGINES = ("single", "stacked", "auto")
-GRAPH_SETTINGS = ("auto", "off")  # train.cuda_graph (harness.stacking.stacked_graph)
+GRAPH_SETTINGS = ("auto", "off")  # train.cuda_graph (harness.stacking.cuda_graph)
 CONSTANT_SCHEDULE = "torch.optim.lr_scheduler.ConstantLR"
 OPTIMIZERS_HINT = "(harness-optimizers lists the optimizers by name)"
+
+
+# A sweep's launcher trains runs; an ESGD study is one command (its population is the sweep).
+ONE_STUDY_PER_COMMAND = (
+    "experiment=esgd is one study per command: harness-train experiment=esgd [model=net3 ...], "
+    "without -m"
+)
 
 
 def is_int(value: object) -> bool:

@@ -23,9 +23,3 @@ optimizer, hyper-parameters and schedule. `methods` runs ESGD and the baselines 
 Table 1 with the same machinery at equal compute; `tables` and `figures` make the results;
 `app` is the Hydra entry point: ``python -m harness.esgd [overrides]`` (``experiment=esgd``).
 """
-
-# A sweep's launcher trains runs; an ESGD study is one command (its population is the sweep).
-ONE_STUDY_PER_COMMAND = (
-    "experiment=esgd is one study per command: harness-train experiment=esgd [model=net3 ...], "
-    "without -m"
-)

@@ -31,8 +31,8 @@ from harness.esgd.settings import settings
 from harness.problems import problem_of
 from harness.problems.classification.problem import Classification
 from harness.results import atomic_write_bytes, write_table
-from harness.training.datasets import load_data
-from harness.training.preflight import package_versions
+from harness.results.recording import package_versions
+from harness.training.job import load_data
 
 log = logging.getLogger(__name__)
 

@@ -47,7 +47,7 @@ from harness.esgd.trainer import UNUSED, Trainer
 from harness.problems.classification.mnist import TensorData
 from harness.problems.classification.networks import MLP
 from harness.problems.classification.problem import Classification
-from harness.stacking.stacked_model import StackedMLP
+from harness.stacking.mlp import StackedMLP
 from harness.training.engine import batch_indices
 
 log = logging.getLogger(__name__)

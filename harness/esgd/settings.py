@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from omegaconf import DictConfig, OmegaConf
 
-from harness.config.targets import located
+from harness.config.class_paths import located
 from harness.config.validate import require_choice, require_int, require_number
 from harness.errors import ConfigError
 from harness.problems.classification.networks import MLP_TARGET

@@ -14,7 +14,7 @@ import torch
 from harness.errors import HarnessError
 from harness.esgd.pool import Plan
 from harness.problems.classification.networks import MLP
-from harness.stacking.stacked import Stack
+from harness.stacking.stack import Stack
 from harness.stacking.update_rules import rule_key
 
 if TYPE_CHECKING:

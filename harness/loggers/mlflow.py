@@ -114,7 +114,7 @@ class RunFacts:
         from omegaconf import OmegaConf
 
         from harness.config.identity import config_hash
-        from harness.training import preflight
+        from harness.results.recording import package_versions
 
         config = OmegaConf.to_container(run.cfg, resolve=True)
         tags = {
@@ -123,7 +123,7 @@ class RunFacts:
             "device": str(run.device),
             "seed": str(run.cfg.seed),
             **{f"choice.{k}": str(v) for k, v in run.choices.items() if v is not None},
-            **{f"version.{k}": str(v) for k, v in preflight.package_versions().items()},
+            **{f"version.{k}": str(v) for k, v in package_versions().items()},
         }
         return cls(run.out_dir, config, config_hash(config), varied(run.out_dir, run.choices), tags)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from harness.config.targets import target_object
+from harness.config.class_paths import target_object
 
 # The catalogue's libraries (harness.optimizers.catalogue): recorded always.
 LIBRARIES = ("pytorch-optimizer", "schedulefree")

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from harness.config.targets import DEFAULT_PROBLEM, build
+from harness.config.class_paths import DEFAULT_PROBLEM, build
 
 
 class Problem(ABC):
@@ -73,8 +73,8 @@ class Problem(ABC):
         return 0.0
 
     def stacked_loss(self, stack: Any, data: Any, rows: torch.Tensor) -> torch.Tensor:
-        """The K mean training losses of the models of `stack` (harness.stacking.stacked_model,
-        harness.stacking.stacked_module) on the mini-batch `rows`, their gradients written into the
+        """The K mean training losses of the models of `stack` (harness.stacking.mlp,
+        harness.stacking.functional) on the mini-batch `rows`, their gradients written into the
         stack: its `forward(inputs, keep=True)` gives the K models' outputs (classes along its
         `class_dim`), its `backward(grad)` takes the loss gradient w.r.t. them. Needed if
         `stackable`."""

@@ -186,7 +186,7 @@ def in_field(request: Request, net: str) -> dict[int, str] | None:
     the field holds every seed: the configs its phase 3 would train, at the rate the field's
     own phase 2 chose for them; None where the field's phase 2 never trained this config
     (the request is a newcomer on that net)."""
-    from harness.sweeps.finished import read_index
+    from harness.sweeps.resume import read_index
 
     field = request.field
     found = {}

@@ -27,7 +27,7 @@ RUN_FILE = "run.json"
 METRICS_FILE = "metrics.parquet"
 
 
-# A sweep folder's record of its invocations (harness.sweeps.sweep writes it): what each planned.
+# A sweep folder's record of its invocations (harness.sweeps.callback writes it): what each planned.
 SWEEP_FILE = "sweep.json"
 
 

@@ -15,8 +15,8 @@ from typing import Any
 import pandas as pd
 
 from harness import storage
+from harness.config.class_paths import DEFAULT_PROBLEM, target_object
 from harness.config.identity import ID_COLUMNS, identity_config, identity_hash, run_identity
-from harness.config.targets import DEFAULT_PROBLEM, target_object
 from harness.errors import DataError
 from harness.results.records import (
     METRICS_FILE,

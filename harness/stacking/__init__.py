@@ -2,12 +2,12 @@
 schedule or seed trained as one batched model, each exactly as it trains alone.
 
 - `grouping`: which runs stack together (`stack_key`), and why a run cannot (`refusal`)
-- `stacked`: a stack's members and its training
-- `stacked_model`: K MLPs as one model, forward and backward written out
-- `stacked_module`: K copies of any other model, through torch.func
+- `stack`: a stack's members and its training
+- `mlp`: K MLPs as one model, forward and backward written out
+- `functional`: K copies of any other model, through torch.func
 - `update_rules`: the course's eight classes as one update for a slice of members, and which
   rule a member's optimizer takes
 - `probes`: whether an optimizer may step views of a stack, and share one instance among seeds
-- `stacked_optimizers`: each member's optimizer stepping its slice of the stacked tensors
-- `stacked_graph`: a stack's step as one CUDA graph, where replaying it is exact
+- `member_optimizers`: each member's optimizer stepping its slice of the stacked tensors
+- `cuda_graph`: a stack's step as one CUDA graph, where replaying it is exact
 """

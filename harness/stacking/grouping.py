@@ -17,17 +17,16 @@ import torch
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
-from harness.config.targets import located, node_key
+from harness.config.class_paths import located, node_key
 from harness.config.validate import DTYPES
 from harness.errors import HarnessError
 from harness.problems import Problem
 from harness.problems.classification.networks import INIT_KEYS, MLP_TARGET, resolve_activations
+from harness.stacking.functional import stacking_refusal as module_refusal
 from harness.stacking.probes import sharing_refusal, stacking_refusal
-from harness.stacking.stacked_module import stacking_refusal as module_refusal
 from harness.training import preflight
 from harness.training.building import optimizer_factory
-from harness.training.datasets import load_data
-from harness.training.job import Job
+from harness.training.job import Job, load_data
 from harness.training.stepping import Needs, needs_of_class
 
 
@@ -92,7 +91,7 @@ def _probe(optimizer: OptimizerNode, dtype: str, iterations: int) -> str | None:
 
 @functools.lru_cache(maxsize=64)
 def _module_probe(problem: Problem, model_yaml: str, dtype: str, data_json: str) -> str | None:
-    """`stacked_module.stacking_refusal` on two copies of the model, built on the CPU for its
+    """`functional.stacking_refusal` on two copies of the model, built on the CPU for its
     data (loaded once per process: the sweep trains on it), on two training examples."""
     cfg = OmegaConf.create({"model": OmegaConf.create(model_yaml), "data": json.loads(data_json)})
     try:

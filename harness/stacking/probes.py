@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import torch
 
-from harness.stacking.stacked_optimizers import OptimizerFactory, resliced, still_views
+from harness.stacking.member_optimizers import OptimizerFactory, resliced, still_views
 from harness.training.stepping import PROBE_SHAPES, in_train_mode
 
 

@@ -1,7 +1,7 @@
 """The stacked update rules: the course's eight torch.optim classes re-expressed so that one set
 of tensor operations updates a slice of a stack's models, each with its own hyper-parameters
 (exact against torch.optim: tests/test_stacked.py), and which rule, if any, a model's optimizer
-takes (`rule_key`). `StackedOptimizers` (harness.stacking.stacked_optimizers) applies them."""
+takes (`rule_key`). `StackedOptimizers` (harness.stacking.member_optimizers) applies them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""How many worker processes share one GPU in a sweep (harness.sweeps.launcher).
+"""How many worker processes share one GPU in a sweep (harness.sweeps.plan).
 
 On a GPU a stack's step is mostly host work: Python launching small kernels (or replaying a CUDA
 graph), counting steps, stepping schedules and the optimizers that run their own step(). One
@@ -41,8 +41,7 @@ import torch
 from harness.config.validate import DTYPES
 from harness.problems.classification.problem import EVAL_CHUNK
 from harness.stacking.grouping import stack_key
-from harness.training.datasets import load_data
-from harness.training.job import Job
+from harness.training.job import Job, load_data
 
 CUDA_WORKER_CAP = 8
 PROCESS_BYTES = 2**30

@@ -32,7 +32,7 @@ import yaml
 from harness import storage
 from harness.config.identity import config_hash
 from harness.results import RUN_FILE, atomic_write_bytes, read_run
-from harness.sweeps.finished import INDEX_FILE, finished_runs
+from harness.sweeps.resume import INDEX_FILE, finished_runs
 
 
 @dataclass

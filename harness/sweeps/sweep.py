@@ -1,125 +1,198 @@
-"""The Hydra callback that guards, indexes and consolidates a sweep folder.
+"""A sweep's life, top to bottom: compose → resume → check → plan → train → consolidate.
 
-A sweep folder (`hydra.sweep.dir`) holds one subfolder per run, `sweep.json`, which records what
-the sweep is (its overrides) and when each invocation started, and `finished.json`, the index of
-its finished runs made when an invocation starts (harness.sweeps.finished). Re-running the same
-sweep command resumes it: runs whose config already finished there (completed or diverged) are
-skipped. A different sweep is refused unless `sweep.append=true`. When all jobs have returned,
-the folder is consolidated into its tables. Bad input that stops an invocation before it trains
-undoes what it wrote (`discard_invocation`).
+1. **compose** (`compose.SweepComposer`, `prepare`): each job's config as Hydra composes it
+   (Hydra's composition, once per set of config-group choices), resolved, with Hydra's files;
+2. **resume** (`resume.resumed`): a job whose config already finished in the sweep folder (or
+   in a study `sweep.reuse` names) is not trained again;
+3. **check** (`training.run.check`): every other job is checked before anything is
+   written: a bad value in any job stops the sweep with one line. Each optimizer's first step is
+   checked and timed, and how it stacks and restores is probed, once per sweep; the outcomes are
+   kept in the folder (`planning.json`) for its resumes;
+4. **plan** (`plan`): which engine trains each job, grouped into tasks (stacks, or runs alone),
+   in this process or over worker processes;
+5. **train** (`execute.execute_jobs`): the tasks, each run writing its folder;
+6. **consolidate** (`consolidate`, from the sweep's Hydra callback `callback.SweepCallback`,
+   once every job has returned): the folder's finished runs into its tables.
+
+The Hydra launchers (hydra_plugins/harness_launcher: `stacked` here, `slurm` through submitit)
+are thin adapters around steps 1–5: Hydra only loads launchers from `hydra_plugins`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import shutil
-import time
+import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf
+import yaml
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from harness.errors import HarnessError, exit_with_error
-from harness.results import PLANNING_FILE, RUN_FILE, SWEEP_FILE, atomic_write_bytes, collect
-from harness.sweeps.finished import INDEX_FILE, write_index
-from harness.sweeps.jobs import planned_runs, sweep_identity
+from harness.sweeps.compose import SweepComposer
+
+if TYPE_CHECKING:  # imported where jobs train: it imports torch
+    from harness.results import RunRecord
+    from harness.training.job import Job
 
 log = logging.getLogger(__name__)
 
-# What an invocation writes into the sweep folder before its jobs run (Hydra: multirun.yaml).
-BOOKKEEPING_FILES = (SWEEP_FILE, INDEX_FILE, PLANNING_FILE, "multirun.yaml")
-
 
 @dataclass
-class _Invocation:
-    """A sweep folder as this invocation found it, to undo its bookkeeping on bad input."""
+class SweepJob:
+    """One job of a sweep, composed: what Hydra and the harness need of it."""
 
-    sweep_dir: Path
-    existed: bool
-    files: dict[str, bytes | None]  # bookkeeping file -> its bytes before (None: absent)
-
-
-_invocation: _Invocation | None = None  # this process's sweep, from on_multirun_start
-
-
-class SweepCallback(Callback):
-    """Registered in conf/config.yaml under hydra.callbacks."""
-
-    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        global _invocation
-        sweep_dir = Path(config.hydra.sweep.dir)
-        identity = sweep_identity(config)
-        marker = sweep_dir / SWEEP_FILE
-        state = json.loads(marker.read_text()) if marker.exists() else None
-        if state is None and sweep_dir.is_dir() and any(sweep_dir.rglob(RUN_FILE)):
-            state = {"identity": None, "invocations": []}  # runs of an unknown sweep
-        append = bool(OmegaConf.select(config, "sweep.append", default=False))
-        if state is not None and state["identity"] != identity and not append:
-            # Hydra turns exceptions raised by callbacks into warnings: exit instead.
-            exit_with_error(
-                "harness-train",
-                f"{sweep_dir} holds another sweep ({SWEEP_FILE}: {state['identity']}); choose "
-                "another hydra.sweep.dir, or add sweep.append=true to add these runs to it",
-            )
-        _invocation = _Invocation(
-            sweep_dir,
-            sweep_dir.is_dir(),
-            {name: _read_bytes(sweep_dir / name) for name in BOOKKEEPING_FILES},
-        )
-        try:
-            jobs = planned_runs(config)
-        except HarnessError as exc:  # a tuning study's protocol: before anything is written
-            exit_with_error("harness-train", str(exc))
-        state = state or {"identity": identity, "invocations": []}
-        state["invocations"].append({"started_at": time.time(), "jobs": jobs, "identity": identity})
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(marker, json.dumps(state, indent=2).encode())
-        already = len(write_index(sweep_dir))
-        log.info(
-            "sweep of %d runs into %s (%d finished runs there already)", jobs, sweep_dir, already
-        )
-        tune = config.get("tune")
-        if tune is None or not tune.get("source"):
-            return  # not an evaluation phase: harness.tuning.selection (pandas, scipy) unimported
-        try:  # an evaluation phase records the settings its tuning study chose, and the rule
-            from harness.tuning.selection import write_selection
-
-            write_selection(sweep_dir, config)
-        except HarnessError as exc:
-            discard_invocation()
-            exit_with_error("harness-train", str(exc))
-
-    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        global _invocation
-        _invocation = None  # the sweep ran: nothing to undo
-        sweep_dir = Path(config.hydra.sweep.dir)
-        runs, rows = collect(sweep_dir)
-        write_index(sweep_dir)  # at rest, the index names every finished run (collect --check)
-        log.info("consolidated %d runs (%d curve rows) into %s", runs, rows, sweep_dir)
+    num: int  # Hydra's job number
+    sweep_overrides: list[str]  # as the sweeper gave them
+    overrides: list[str]  # the job's (non-Hydra) overrides
+    resolved: dict[str, Any]  # its config, resolved: training no longer needs Hydra's runtime
+    cfg: DictConfig  # the same, as a config
+    out_dir: Path
+    choices: dict[str, str]
+    files: dict[str, str]  # Hydra's files in <out_dir>/.hydra: name -> YAML
+    finished: RunRecord | None = None  # its record, where it finished already (resumed)
+    run_job: Job | None = None  # the harness job that trains it (its problem resolved)
 
 
-def _read_bytes(path: Path) -> bytes | None:
-    return path.read_bytes() if path.exists() else None
+def _yaml(data: Any) -> str:
+    # libyaml's emitter: the text OmegaConf.to_yaml writes, ~4x faster.
+    return yaml.dump(data, Dumper=yaml.CSafeDumper, sort_keys=False, allow_unicode=True)
 
 
-def discard_invocation() -> None:
-    """Undo what this invocation wrote into its sweep folder, when bad input stopped it before
-    it trained anything: the folder, if the invocation made it and no run finished in it;
-    otherwise its bookkeeping files as they were. Finished runs are never touched."""
-    global _invocation
-    invocation, _invocation = _invocation, None
-    if invocation is None:
-        return
-    if not invocation.existed:
-        if not any(invocation.sweep_dir.rglob(RUN_FILE)):
-            shutil.rmtree(invocation.sweep_dir, ignore_errors=True)
-        return
-    for name, data in invocation.files.items():
-        path = invocation.sweep_dir / name
-        if data is None:
-            path.unlink(missing_ok=True)
-        else:
-            atomic_write_bytes(path, data)
+def _resolved_task(config: DictConfig) -> dict[str, Any]:
+    """A job's config without Hydra's node, interpolations resolved."""
+    task = {}
+    for key in config:
+        if key != "hydra":
+            value = config[key]  # a scalar is resolved when read
+            is_node = OmegaConf.is_config(value)
+            task[key] = OmegaConf.to_container(value, resolve=True) if is_node else value
+    return task
+
+
+def job_config(
+    composer: SweepComposer, num: int, overrides: Sequence[str], sweep_dir: Path
+) -> DictConfig:
+    """Job `num`'s config as Hydra's run_job sets it (the composer's working copy)."""
+    config = composer.compose(overrides)
+    with read_write(config.hydra), open_dict(config.hydra):
+        config.hydra.job.id = config.hydra.job.num = num
+        out_dir = sweep_dir / str(OmegaConf.select(config, "hydra.sweep.subdir"))
+        config.hydra.runtime.output_dir = os.path.abspath(out_dir)
+    return config
+
+
+def compose_job(
+    composer: SweepComposer, num: int, overrides: Sequence[str], sweep_dir: Path
+) -> SweepJob:
+    """1. Job `num`, composed and resolved, without writing anything."""
+    config = job_config(composer, num, overrides, sweep_dir)
+    written = OmegaConf.to_container(config, enum_to_str=True)
+    hydra = written.pop("hydra")
+    task_yaml = _yaml(written)
+    if "${hydra:" in task_yaml:  # the `hydra` resolver reads Hydra's global job config
+        HydraConfig.instance().set_config(config)
+    task_overrides = list(config.hydra.overrides.task)
+    resolved = _resolved_task(config)
+    return SweepJob(
+        num,
+        list(overrides),
+        task_overrides,
+        resolved,
+        OmegaConf.create(resolved),
+        Path(config.hydra.runtime.output_dir),
+        dict(config.hydra.runtime.choices),
+        {
+            "config.yaml": task_yaml,
+            "hydra.yaml": _yaml({"hydra": hydra}),
+            "overrides.yaml": _yaml(task_overrides),
+        },
+    )
+
+
+def prepare(
+    composer: SweepComposer,
+    job_overrides: Sequence[Sequence[str]],
+    first_num: int,
+    sweep_dir: Path,
+    announce: Callable[[int, Sequence[str]], None] = lambda num, overrides: None,
+) -> list[SweepJob]:
+    """Steps 1–3 for every job of the sweep: composed, resumed (`finished` set) or checked
+    (`run_job` set). A bad value in any job raises before anything is written."""
+    from harness.config.validate import ONE_STUDY_PER_COMMAND
+    from harness.errors import ConfigError
+    from harness.results import PLANNING_FILE
+    from harness.sweeps.resume import resumed
+    from harness.training import preflight  # torch is imported only when jobs train
+    from harness.training import run as run_module
+    from harness.training.job import Job
+
+    jobs: list[SweepJob] = []
+    kept = preflight.load(sweep_dir / PLANNING_FILE)
+    for num, overrides in enumerate(job_overrides, first_num):
+        announce(num, overrides)
+        job = compose_job(composer, num, overrides, sweep_dir)
+        jobs.append(job)
+        # 2. a finished run's record, also for a sweeper that reads the results (Optuna):
+        # resumed trials tell it what they told it the first time
+        job.finished = resumed(job.resolved, sweep_dir, job.out_dir, job.choices)
+        if job.finished is not None:
+            continue
+        if "esgd" in job.cfg:  # a population study (harness.esgd), not a run of a sweep
+            raise ConfigError(ONE_STUDY_PER_COMMAND)
+        # 3. a bad value stops the sweep here: nothing is written
+        job.run_job = Job.of(job.cfg, job.out_dir, job.choices)  # its problem, resolved once
+        run_module.check(job.run_job)
+        # the checks are kept as they are found: a zoo's take minutes, and may be cut off
+        if preflight.count() > kept and sweep_dir.is_dir():
+            kept = preflight.count()
+            preflight.save(sweep_dir / PLANNING_FILE)
+    return jobs
+
+
+def make_run_folders(jobs: Sequence[SweepJob], output_subdir: str | None) -> None:
+    """The run folders of the jobs about to train, with Hydra's files (`output_subdir` null:
+    none, as Hydra does)."""
+    for job in jobs:
+        job.out_dir.mkdir(parents=True, exist_ok=True)
+        if output_subdir is not None:
+            (job.out_dir / output_subdir).mkdir(exist_ok=True)
+            for name, text in job.files.items():
+                (job.out_dir / output_subdir / name).write_text(text, encoding="utf-8")
+
+
+def train(
+    jobs: Sequence[SweepJob],
+    sweep_dir: Path,
+    workers: int | None,
+    use_workers: bool | None,
+    max_stack: int | None,
+    max_stack_s: float | None,
+    checkpoint_every_s: float | None,
+) -> list[dict[str, Any]]:
+    """Steps 4–5 on this machine: the jobs planned into tasks and trained; their records."""
+    from harness.results import PLANNING_FILE
+    from harness.sweeps.execute import execute_jobs
+    from harness.training import preflight
+
+    return execute_jobs(
+        [job.run_job for job in jobs],
+        workers=workers,
+        use_workers=use_workers,
+        max_stack=max_stack,
+        max_stack_s=max_stack_s,
+        planned=lambda: preflight.save(sweep_dir / PLANNING_FILE),  # the stacking probes
+        checkpoint_every_s=checkpoint_every_s,
+    )
+
+
+def nothing_to_train(sweep_dir: Path) -> None:
+    """Every job had finished: tidy the checkpoints a stop left as its last runs ended."""
+    from harness.results import CHECKPOINTS_FOLDER
+
+    if (sweep_dir / CHECKPOINTS_FOLDER).is_dir():
+        from harness.training import checkpoint
+
+        checkpoint.tidy(sweep_dir)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from harness.config.targets import build, target_object
+from harness.config.class_paths import build, target_object
 from harness.errors import ConfigError
 from harness.optimizers.catalogue import HARNESS_KEYS, RUN_LENGTH_ARGUMENTS, is_library_default
 

@@ -1,6 +1,6 @@
 """The training loop: K members (models with their optimizers and schedules) trained on the same
 mini-batches of pre-loaded tensors. One run is K = 1 (`Alone`); a stack of runs is K > 1
-(harness.stacking.stacked.Stack); an ESGD population steps a `Stack` between its back-offs.
+(harness.stacking.stack.Stack); an ESGD population steps a `Stack` between its back-offs.
 
 Data stays on the training device; each epoch draws a seeded permutation and mini-batches are
 slices of it (no per-sample DataLoader in the hot loop). Mini-batch losses are buffered on the
@@ -71,7 +71,7 @@ class Outcome:
     diverged_at: int | None  # the step at which it diverged or failed
     train_time_s: float  # optimisation only, evaluations excluded (a stack's: all its members')
     error: str | None = None  # why it failed, in one line
-    update_path: str | None = None  # how a stack updated it (harness.stacking.stacked_optimizers)
+    update_path: str | None = None  # how a stack updated it (harness.stacking.member_optimizers)
     cuda_graph: str | None = None  # whether a CUDA graph replayed its step (stacked_graph)
     resumed_at: tuple[int, ...] = ()  # the steps from which it went on from a checkpoint
     earlier_wall_s: float = 0.0  # wall time of the sittings up to the checkpoint it went on from

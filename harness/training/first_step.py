@@ -20,7 +20,7 @@ import warnings
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from harness.config.targets import node_key, recorded_targets
+from harness.config.class_paths import node_key, recorded_targets
 from harness.errors import ConfigError, HarnessError
 from harness.training import engine, memory, preflight
 from harness.training.building import build_optimizer

@@ -23,11 +23,11 @@ import logging
 import os
 import platform
 from collections.abc import Callable
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from harness.results import atomic_write_bytes
+from harness.results.recording import package_versions
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,6 @@ CHECKS = ("first_step", "stacks", "shares", "restores")
 # The layout of a stored file (3: one table per check). Layout 2 (a table of first steps, one
 # of stacking and sharing probes, one of restore probes) is read as well.
 FORMAT = 3
-PACKAGES = ("torch", "torchvision", "hydra-core", "numpy", "pandas", "optimizer-harness")
 
 _OUTCOMES: dict[str, dict[tuple, Any]] = {check: {} for check in CHECKS}
 
@@ -70,16 +69,6 @@ def count() -> int:
 
 
 @functools.cache  # one lookup per process: the installed packages do not change during a sweep
-def package_versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
-
-
 @functools.cache  # read once per process: every stored file writes it
 def machine() -> dict[str, Any]:
     """What a step's time depends on beside its config: the processor, its cores, the

@@ -14,12 +14,12 @@ from omegaconf import DictConfig
 
 from harness.config.validate import DTYPES, validate_run
 from harness.loggers import Stream, aborting, open_stream
+from harness.results.recording import finish
 from harness.training import engine
 from harness.training.building import build_optimizer, optimizer_and_schedule
 from harness.training.checkpoint import Checkpoint, task_checkpoint
 from harness.training.first_step import first_step_check, step_time_alone
 from harness.training.job import Job
-from harness.training.record import finish
 from harness.training.setup import Setup, load_setup, run_seeds
 from harness.training.stepping import own_step_path
 

@@ -13,8 +13,7 @@ import torch
 from harness.errors import ConfigError
 from harness.problems import Problem
 from harness.training import engine
-from harness.training.datasets import data_on, iterations_of
-from harness.training.job import Job
+from harness.training.job import Job, data_on, iterations_of
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 The sweep's jobs are composed, resumed, checked and their run folders created here, exactly as
 `hydra/launcher=stacked` does (`StackedLauncher`, which this class extends: only the training
 step differs). The runs left to train are then planned into tasks as the stacked launcher plans
-them (`harness.sweeps.launcher.plan`: the runs that train together as one stacked model, at most
+them (`harness.sweeps.plan.plan`: the runs that train together as one stacked model, at most
 `max_stack` of them; a run that cannot stack alone) and each task is submitted through submitit
 as one job, the tasks of a sweep as one job array. A job loads the data, trains its task with
 `cpus_per_task` threads and each of its runs writes its results into its own folder, as on one
@@ -29,7 +29,7 @@ from typing import Any
 from hydra.core.utils import JobReturn, env_override
 from omegaconf import OmegaConf
 
-from hydra_plugins.harness_launcher.stacked_launcher import Prepared, StackedLauncher
+from hydra_plugins.harness_launcher.stacked_launcher import StackedLauncher
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def train_task(
     into its own folder, and checkpoints its training every `checkpoint_every_s` seconds (a
     job requeued at its time limit, or a sweep run again, goes on from there). Returns the
     runs' run.json records, in order."""
-    from harness.sweeps.launcher import _run_task
+    from harness.sweeps.execute import _run_task
 
     logging.basicConfig(level=log_level, format=LOG_FORMAT)
     with env_override(dict(env)):
@@ -136,7 +136,7 @@ def _reason(error: Exception, state: str) -> str:
 class StackedSlurmLauncher(StackedLauncher):
     """`cluster`: submitit's executor (slurm; local: a process per job on this machine);
     `max_stack`, `max_stack_s`: models per job and its estimated seconds at most (None: no
-    bound; `harness.sweeps.launcher.plan`); `checkpoint_every_s`: seconds between a job's
+    bound; `harness.sweeps.plan.plan`); `checkpoint_every_s`: seconds between a job's
     checkpoints (None: none; harness.training.checkpoint); `max_num_timeout`: a job's requeues at
     its time limit, at most (`TrainTask`); every other key is a submitit / SLURM parameter
     (conf/hydra/launcher/slurm.yaml), kept in `params`."""
@@ -201,17 +201,19 @@ class StackedSlurmLauncher(StackedLauncher):
             raise ConfigError(f"hydra/launcher=slurm: {_first_line(exc)}") from exc
         return executor
 
-    def _train(self, jobs: list[Prepared], sweep_dir: Path) -> None:
+    def _train(self, jobs: list, sweep_dir: Path) -> list[dict]:
         from submitit.core.utils import FailedJobError, FailedSubmissionError
         from submitit.helpers import as_completed
 
         from harness.errors import ConfigError
         from harness.results import RunRecord
-        from harness.sweeps.launcher import largest_first, plan
+        from harness.sweeps import sweep
+        from harness.sweeps.plan import largest_first, plan
         from harness.sweeps.progress import Progress
 
         assert self.config is not None and self.hydra_context is not None
-        runs = [run_job for _, _, run_job in jobs]
+        assert self.composer is not None
+        runs = [job.run_job for job in jobs]
         # the largest first: an array that runs array_parallelism jobs at a time ends sooner
         checkpoints = self.checkpoint_every_s is not None
         tasks = plan(runs, 1, self.max_stack, self.max_stack_s, checkpoints)
@@ -247,6 +249,7 @@ class StackedSlurmLauncher(StackedLauncher):
         task_of = {id(job): task for job, task in zip(submitted, tasks, strict=True)}
         progress = Progress(len(runs))
         failed = []
+        trained: list[dict] = [{}] * len(jobs)
         for job in as_completed(submitted, poll_frequency=POLL_S):
             task = task_of[id(job)]
             try:
@@ -257,11 +260,14 @@ class StackedSlurmLauncher(StackedLauncher):
                 log.error("job %s failed: %s; its log: %s", job.job_id, reason, job.paths.stderr)
                 continue
             for i, record in zip(task.jobs, records, strict=True):
-                jobs[i][1].return_value = RunRecord(record)
+                trained[i] = record
             progress.done(len(task.jobs))
             for i in task.jobs if per_job else ():
-                job_, result, _ = jobs[i]
-                config = self._job_config(job_.num, job_.sweep_overrides, sweep_dir)
+                result = self._job_return(jobs[i])
+                result.return_value = RunRecord(trained[i])
+                config = sweep.job_config(
+                    self.composer, jobs[i].num, jobs[i].sweep_overrides, sweep_dir
+                )
                 callbacks.on_job_end(config=config, job_return=result)
         if failed:
             job, _, reason = min(failed, key=lambda f: submitted.index(f[0]))
@@ -274,3 +280,4 @@ class StackedSlurmLauncher(StackedLauncher):
             # Not a HarnessError: its handler would remove a new sweep folder, logs included.
             print(f"harness-train: error: {message}", file=sys.stderr)
             sys.exit(1)
+        return trained

@@ -1,25 +1,10 @@
-"""Hydra launcher `hydra/launcher=stacked`, the default of `harness-train -m`: a sweep's jobs are
-composed, checked and trained together, by the fastest exact path (harness.sweeps.launcher decides
-which engine trains what, and where). Hydra only loads launchers from `hydra_plugins`, so the
-class lives here.
-
-Hydra's basic launcher runs the app once per job, each job composing its config from scratch,
-writing Hydra's files and setting up its own logging before it trains. This launcher instead
-
-1. composes every job (`SweepComposer`: Hydra's composition, once per set of config-group
-   choices);
-2. skips the jobs whose config already finished in the sweep folder (harness.sweeps.finished);
-3. checks every other job (`run.check`): a bad value in any job stops the sweep before any run
-   folder is created. Each optimizer's first step is checked and timed once per sweep, and
-   how each optimizer config stacks is probed once: the outcomes are kept in the sweep folder
-   (`planning.json`, harness.training.preflight) for its resumes;
-4. creates the run folders with Hydra's `.hydra/` files (config.yaml, hydra.yaml,
-   overrides.yaml), sets up logging once (the log goes to the sweep folder) and trains the
-   jobs (harness.sweeps.launcher.execute_jobs);
-5. returns one JobReturn per job: its run.json record as a `RunRecord` (a skipped job's from its
-   finished folder), which a sweeper that optimises reads as the run's validation quality.
-   Callbacks that define on_job_start / on_job_end are called for each trained job, before and
-   after training.
+"""Hydra launcher `hydra/launcher=stacked`, the default of `harness-train -m`: Hydra's side of a
+sweep. Hydra only loads launchers from `hydra_plugins`, so this adapter lives here; the sweep's
+life (compose → resume → check → plan → train) is harness.sweeps.sweep's, read there top to
+bottom. What this class adds is Hydra's: its composer in place of Hydra's config loader, one
+JobReturn per job (its run.json record as a `RunRecord`, which a sweeper that optimises reads
+as the run's validation quality), the job log set up once in the sweep folder, and the
+callbacks' on_job_start / on_job_end around each trained job.
 """
 
 # No `from __future__ import annotations`: Hydra's plugin scan loads this module outside
@@ -27,14 +12,10 @@ writing Hydra's files and setting up its own logging before it trains. This laun
 
 import copy
 import logging
-import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import yaml
-from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import (
     JobReturn,
     JobStatus,
@@ -46,47 +27,14 @@ from hydra.core.utils import (
 from hydra.experimental.callback import Callback
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+from omegaconf import DictConfig, open_dict, read_write
 
-from hydra_plugins.harness_launcher.compose import ComposingConfigLoader, SweepComposer
+from harness.sweeps.compose import ComposingConfigLoader, SweepComposer
 
-if TYPE_CHECKING:  # imported at run time where jobs train: it imports torch
-    from harness.training.job import Job
+if TYPE_CHECKING:
+    from harness.sweeps.sweep import SweepJob
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Job:
-    num: int  # Hydra's job number
-    sweep_overrides: list[str]  # as the sweeper gave them
-    overrides: list[str]  # the job's (non-Hydra) overrides
-    resolved: dict[str, Any]  # its config, resolved: training no longer needs Hydra's runtime
-    cfg: DictConfig  # the same, as a config
-    out_dir: Path
-    choices: dict[str, str]
-    files: dict[str, str]  # Hydra's files in <out_dir>/.hydra: name -> YAML
-
-
-# A job to train: Hydra's (`_Job`), the return Hydra gets for it, and the harness job that
-# trains it (its problem resolved).
-Prepared = tuple[_Job, JobReturn, "Job"]
-
-
-def _yaml(data: Any) -> str:
-    # libyaml's emitter: the text OmegaConf.to_yaml writes, ~4x faster.
-    return yaml.dump(data, Dumper=yaml.CSafeDumper, sort_keys=False, allow_unicode=True)
-
-
-def _resolved_task(config: DictConfig) -> dict[str, Any]:
-    """A job's config without Hydra's node, interpolations resolved."""
-    task = {}
-    for key in config:
-        if key != "hydra":
-            value = config[key]  # a scalar is resolved when read
-            is_node = OmegaConf.is_config(value)
-            task[key] = OmegaConf.to_container(value, resolve=True) if is_node else value
-    return task
 
 
 def _defines_job_callbacks(callbacks: Sequence[Callback]) -> bool:
@@ -123,134 +71,91 @@ class StackedLauncher(Launcher):
             hydra_context.config_loader, self.composer
         )
 
-    def _job_config(self, num: int, overrides: Sequence[str], sweep_dir: Path) -> DictConfig:
-        """Job `num`'s config as Hydra's run_job sets it (the composer's working copy)."""
-        assert self.composer is not None
-        config = self.composer.compose(overrides)
-        with read_write(config.hydra), open_dict(config.hydra):
-            config.hydra.job.id = config.hydra.job.num = num
-            out_dir = sweep_dir / str(OmegaConf.select(config, "hydra.sweep.subdir"))
-            config.hydra.runtime.output_dir = os.path.abspath(out_dir)
-        return config
-
-    def _prepare(self, num: int, overrides: Sequence[str], sweep_dir: Path) -> _Job:
-        """Job `num`, ready to train, without writing anything."""
-        config = self._job_config(num, overrides, sweep_dir)
-        written = OmegaConf.to_container(config, enum_to_str=True)
-        hydra = written.pop("hydra")
-        task_yaml = _yaml(written)
-        if "${hydra:" in task_yaml:  # the `hydra` resolver reads Hydra's global job config
-            HydraConfig.instance().set_config(config)
-        task_overrides = list(config.hydra.overrides.task)
-        resolved = _resolved_task(config)
-        return _Job(
-            num,
-            list(overrides),
-            task_overrides,
-            resolved,
-            OmegaConf.create(resolved),
-            Path(config.hydra.runtime.output_dir),
-            dict(config.hydra.runtime.choices),
-            {
-                "config.yaml": task_yaml,
-                "hydra.yaml": _yaml({"hydra": hydra}),
-                "overrides.yaml": _yaml(task_overrides),
-            },
-        )
-
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
-        from harness.errors import ConfigError
-        from harness.esgd import ONE_STUDY_PER_COMMAND
-        from harness.results import CHECKPOINTS_FOLDER, PLANNING_FILE
-        from harness.sweeps.finished import resumed
-        from harness.training import preflight  # torch is imported only when jobs train
-        from harness.training import run as run_module
-        from harness.training.job import Job
+        from harness.results import RunRecord
+        from harness.sweeps import sweep
 
-        assert self.config is not None and self.hydra_context is not None
+        assert self.config is not None and self.composer is not None
         setup_globals()
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         log.info(f"Stacked launcher: {len(job_overrides)} jobs")
-        returns: list[JobReturn] = []
-        jobs: list[Prepared] = []
-        kept = preflight.load(sweep_dir / PLANNING_FILE)
-        for num, overrides in enumerate(job_overrides, initial_job_idx):
-            log.info(f"\t#{num} : {' '.join(filter_overrides(overrides))}")
-            job = self._prepare(num, overrides, sweep_dir)
-            result = JobReturn(
-                overrides=job.overrides,
-                cfg=job.cfg,
-                working_dir=str(job.out_dir),
-                task_name=self.config.hydra.job.name,
-                status=JobStatus.COMPLETED,
-            )
-            returns.append(result)
-            # a finished run's record, for a sweeper that reads the results (Optuna): resumed
-            # trials tell it what they told it the first time
-            result.return_value = resumed(job.resolved, sweep_dir, job.out_dir, job.choices)
-            if result.return_value is not None:
-                continue
-            if "esgd" in job.cfg:  # a population study (harness.esgd), not a run of a sweep
-                raise ConfigError(ONE_STUDY_PER_COMMAND)
-            run_job = Job.of(job.cfg, job.out_dir, job.choices)  # its problem, resolved once
-            run_module.check(run_job)  # a bad value stops the sweep here: nothing is written
-            jobs.append((job, result, run_job))
-            # the checks are kept as they are found: a zoo's take minutes, and may be cut off
-            if preflight.count() > kept and sweep_dir.is_dir():
-                kept = preflight.count()
-                preflight.save(sweep_dir / PLANNING_FILE)
-        if jobs:
-            self._train(jobs, sweep_dir)
-        elif (sweep_dir / CHECKPOINTS_FOLDER).is_dir():  # left by a stop as its last runs ended
-            from harness.training import checkpoint
-
-            checkpoint.tidy(sweep_dir)
+        jobs = sweep.prepare(
+            self.composer,
+            job_overrides,
+            initial_job_idx,
+            sweep_dir,
+            lambda num, overrides: log.info(f"\t#{num} : {' '.join(filter_overrides(overrides))}"),
+        )
+        returns = [self._job_return(job) for job in jobs]
+        to_train = [job for job in jobs if job.finished is None]
+        if to_train:
+            for job, record in zip(to_train, self._train(to_train, sweep_dir), strict=True):
+                returns[jobs.index(job)].return_value = RunRecord(record)
+        else:
+            sweep.nothing_to_train(sweep_dir)
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         return returns
 
-    def _train(self, jobs: list[Prepared], sweep_dir: Path) -> None:
-        from harness.results import PLANNING_FILE, RunRecord
-        from harness.sweeps.launcher import execute_jobs
-        from harness.training import preflight
+    def _job_return(self, job: "SweepJob") -> JobReturn:
+        assert self.config is not None
+        result = JobReturn(
+            overrides=job.overrides,
+            cfg=job.cfg,
+            working_dir=str(job.out_dir),
+            task_name=self.config.hydra.job.name,
+            status=JobStatus.COMPLETED,
+        )
+        result.return_value = job.finished
+        return result
 
-        assert self.config is not None and self.hydra_context is not None
+    def _train(self, jobs: list["SweepJob"], sweep_dir: Path) -> list[dict]:
+        from harness.sweeps import sweep
+
+        assert self.config is not None
         per_job = self._start_jobs(jobs, sweep_dir)
-        callbacks = self.hydra_context.callbacks
         with env_override(dict(self.config.hydra.job.env_set)):
-            records = execute_jobs(
-                [run_job for _, _, run_job in jobs],
+            records = sweep.train(
+                jobs,
+                sweep_dir,
                 workers=None if self.n_jobs < 1 else self.n_jobs,
                 use_workers=self.use_workers,
                 max_stack=self.max_stack,
                 max_stack_s=self.max_stack_s,
-                planned=lambda: preflight.save(sweep_dir / PLANNING_FILE),  # the stacking probes
                 checkpoint_every_s=self.checkpoint_every_s,
             )
-        for (job, result, _), record in zip(jobs, records, strict=True):
-            result.return_value = RunRecord(record)
-            if per_job:
-                config = self._job_config(job.num, job.sweep_overrides, sweep_dir)
-                callbacks.on_job_end(config=config, job_return=result)
+        self._end_jobs(jobs, records, sweep_dir, per_job)
+        return records
 
-    def _start_jobs(self, jobs: list[Prepared], sweep_dir: Path) -> bool:
+    def _end_jobs(
+        self, jobs: list["SweepJob"], records: list[dict], sweep_dir: Path, per_job: bool
+    ) -> None:
+        """The callbacks' on_job_end for each trained job, where they define it."""
+        from harness.results import RunRecord
+        from harness.sweeps import sweep
+
+        assert self.hydra_context is not None and self.composer is not None
+        for job, record in zip(jobs, records, strict=True) if per_job else ():
+            result = self._job_return(job)
+            result.return_value = RunRecord(record)
+            config = sweep.job_config(self.composer, job.num, job.sweep_overrides, sweep_dir)
+            self.hydra_context.callbacks.on_job_end(config=config, job_return=result)
+
+    def _start_jobs(self, jobs: list["SweepJob"], sweep_dir: Path) -> bool:
         """Before the jobs train: their run folders with Hydra's files, the job log, the
         callbacks' on_job_start. Whether the callbacks want on_job_end per job."""
+        from harness.sweeps import sweep
+
         assert self.config is not None and self.hydra_context is not None
-        subdir = self.config.hydra.output_subdir  # null: no Hydra files, as Hydra does
-        for job, _, _ in jobs:
-            job.out_dir.mkdir(parents=True, exist_ok=True)
-            if subdir is not None:
-                (job.out_dir / subdir).mkdir(exist_ok=True)
-                for name, text in job.files.items():
-                    (job.out_dir / subdir / name).write_text(text, encoding="utf-8")
+        assert self.composer is not None
+        sweep.make_run_folders(jobs, self.config.hydra.output_subdir)
         self._configure_job_log(sweep_dir)
         callbacks = self.hydra_context.callbacks
         per_job = _defines_job_callbacks(callbacks.callbacks)
-        for job, _, _ in jobs if per_job else ():
-            config = self._job_config(job.num, job.sweep_overrides, sweep_dir)
+        for job in jobs if per_job else ():
+            config = sweep.job_config(self.composer, job.num, job.sweep_overrides, sweep_dir)
             callbacks.on_job_start(config=config, task_function=self.task_function)
         return per_job
 

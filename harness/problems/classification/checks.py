@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from harness.config.targets import located
+from harness.config.class_paths import located
 from harness.config.validate import is_int, require_choice, require_int, require_number
 from harness.errors import ConfigError
 from harness.problems.classification.mnist import NORMALIZATIONS

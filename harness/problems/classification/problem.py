@@ -8,7 +8,7 @@ import torch
 from omegaconf import DictConfig
 from torch.nn import functional as F
 
-from harness.config.targets import build, located
+from harness.config.class_paths import build, located
 from harness.errors import ConfigError
 from harness.problems import Problem
 from harness.problems.classification.checks import validate_data, validate_model
@@ -24,7 +24,7 @@ class Classification(Problem):
 
     quality = "accuracy"
     higher_is_better = True
-    stackable = True  # harness.stacking.stacked trains MLPs of one architecture together
+    stackable = True  # harness.stacking.stack trains MLPs of one architecture together
 
     def load(self, cfg: DictConfig) -> TensorData:
         return build(cfg.data)

@@ -24,8 +24,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch.nn import functional as F
 
+from harness.config.class_paths import build
 from harness.config.devices import resolve_device
-from harness.config.targets import build
 from harness.errors import ConfigError
 from harness.problems import Problem
 from harness.problems.ratings.data import Interactions

@@ -5,19 +5,19 @@ Runs that share architecture, batch size, data and length (`stack_key`; `refusal
 cannot stack at all) train on batches of the same shape, so their K networks are held as one
 stacked model and trained with one pass over each step's batches (one shared batch where they
 share a seed, hence a data order; a batch per model where seeds differ): MLPs as a
-`StackedMLP` (harness.stacking.stacked_model, forward and backward written out), any other model as
-a `StackedModule` (harness.stacking.stacked_module, torch.func) if a probe shows that it stacks
+`StackedMLP` (harness.stacking.mlp, forward and backward written out), any other model as
+a `StackedModule` (harness.stacking.functional, torch.func) if a probe shows that it stacks
 exactly. Each model keeps its own ``nn.Module``, optimizer and LR scheduler exactly as `run.prepare`
 built them (so initialisation is the single-run engine's by construction); `StackedOptimizers`
-(harness.stacking.stacked_optimizers) steps them; the seeds of one configuration share one
+(harness.stacking.member_optimizers) steps them; the seeds of one configuration share one
 instance of their optimizer where a probe (harness.stacking.probes) shows that this is exact.
 A model whose loss diverges is recorded as diverged and removed from the stack (the stack is rebuilt
 without it), so it neither slows down nor disturbs the others. On CUDA a stack's step is replayed
-from a CUDA graph where a probe finds that exact (harness.stacking.stacked_graph,
+from a CUDA graph where a probe finds that exact (harness.stacking.cuda_graph,
 `train.cuda_graph`).
 
 Each model writes the same metrics and run.json as `run.execute` (through `record.finish`); its
-``time_s`` is the stack's optimisation time. harness.sweeps.launcher decides which runs stack and
+``time_s`` is the stack's optimisation time. harness.sweeps.plan decides which runs stack and
 where they train.
 """
 
@@ -38,11 +38,12 @@ from harness.config.identity import config_id
 from harness.loggers import Stream, aborting, open_streams
 from harness.problems import Problem
 from harness.problems.classification.networks import MLP
+from harness.results.recording import finish
+from harness.stacking.cuda_graph import StepGraph, attach, probe_rows
+from harness.stacking.functional import StackedModule
 from harness.stacking.grouping import OptimizerNode, cuda_graph_setting, sharing_probe, stack_key
-from harness.stacking.stacked_graph import StepGraph, attach, probe_rows
-from harness.stacking.stacked_model import StackedMLP
-from harness.stacking.stacked_module import StackedModule
-from harness.stacking.stacked_optimizers import Sharing, StackedOptimizers
+from harness.stacking.member_optimizers import Sharing, StackedOptimizers
+from harness.stacking.mlp import StackedMLP
 from harness.stacking.update_rules import rule_key
 from harness.training import engine
 from harness.training import run as run_module
@@ -50,7 +51,6 @@ from harness.training.building import optimizer_and_schedule
 from harness.training.checkpoint import Checkpoint, task_checkpoint
 from harness.training.engine import Outcome, logged_hyperparameters
 from harness.training.job import Job
-from harness.training.record import finish
 from harness.training.restoring import load_optimizer_state
 from harness.training.stepping import (
     evaluation_mode,
@@ -71,7 +71,7 @@ class Stack:
     pass of the stacked model over each shared mini-batch (the problem's `stacked_loss`), then
     every optimizer's update (`StackedOptimizers`, `capturable` on CUDA) and schedule step.
     Models that share an update rule should be neighbours (`train_stack` orders them so). With
-    a `graph` (harness.stacking.stacked_graph.attach), the step's device work is replayed from
+    a `graph` (harness.stacking.cuda_graph.attach), the step's device work is replayed from
     it."""
 
     def __init__(

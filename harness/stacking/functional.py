@@ -1,6 +1,6 @@
 """K models of any one architecture held as one stacked model, trained through torch.func.
 
-The hand-written `StackedMLP` (harness.stacking.stacked_model) covers the MLPs; any other dense
+The hand-written `StackedMLP` (harness.stacking.mlp) covers the MLPs; any other dense
 ``nn.Module`` (a convolutional net, ...) stacks here: its K copies' parameters are stacked into
 tensors ``[K, ...]``, the forward pass of all K is one ``torch.vmap`` of
 ``torch.func.functional_call`` over them, and one backward pass of the K losses' sum writes every

@@ -10,7 +10,7 @@ its own step(), the schedules, evaluations.
 
 What is captured (`stack_refusal`, `member_refusal`):
 
-* the forward and backward pass of a hand-written MLP stack (harness.stacking.stacked_model); a
+* the forward and backward pass of a hand-written MLP stack (harness.stacking.mlp); a
   torch.func stack (any other model) is not captured: its backward runs autograd;
 * the updates of the stacked rules (harness.stacking.update_rules: the course's eight classes),
   whose coefficients a capturable stepper reads from one device tensor. Any optimizer that runs its
@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from harness.stacking.stacked_model import StackedMLP
+from harness.stacking.mlp import StackedMLP
 from harness.training.stepping import STACKED_RULE, TORCH_FUSED
 
 if TYPE_CHECKING:
-    from harness.stacking.stacked import Stack
+    from harness.stacking.stack import Stack
 
 # Eager steps before a capture, on the capture stream: a stacked rule makes its state (SGD's
 # momentum buffer from the first gradient) at its first step, and cuBLAS its workspace.

@@ -25,7 +25,7 @@ per-model coefficients are rows of one tensor on the device, loaded once per ste
 synchronisation (`_DeviceCoefficients`), and the classes torch would fuse take their stacked
 rule as well (one set of kernels for the slice instead of a fused kernel per model), so that the
 rules' updates are device work alone, which a CUDA graph of the step can capture
-(harness.stacking.stacked_graph). They are the rules' per-model tensor form, which a slice already
+(harness.stacking.cuda_graph). They are the rules' per-model tensor form, which a slice already
 takes for the values its models do not share.
 """
 
@@ -39,8 +39,8 @@ from typing import Any
 import torch
 
 from harness.errors import HarnessError
-from harness.stacking.stacked_model import StackedMLP
-from harness.stacking.stacked_module import StackedModule
+from harness.stacking.functional import StackedModule
+from harness.stacking.mlp import StackedMLP
 from harness.stacking.update_rules import (
     RULES,
     Coef,

@@ -4,9 +4,11 @@ best metrics, what trained it, how long, where) and its metric rows (`metrics.pa
 from __future__ import annotations
 
 import logging
+import platform
 import socket
 import time
 from datetime import UTC, datetime
+from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -17,13 +19,27 @@ from harness.config.identity import config_hash
 from harness.optimizers.versions import optimizer_versions
 from harness.problems import Problem
 from harness.results import METRIC_COLUMNS, write_run
-from harness.training import engine, preflight
 
 if TYPE_CHECKING:
     from harness.loggers import Stream
+    from harness.training import engine
     from harness.training.run import PreparedRun
 
 log = logging.getLogger(__name__)
+
+# The packages whose versions every run records (and a stored check's machine: checks.preflight)
+PACKAGES = ("torch", "torchvision", "hydra-core", "numpy", "pandas", "optimizer-harness")
+
+
+def package_versions() -> dict[str, str]:
+    """{package: version} of python and PACKAGES ("not installed" for one that is not)."""
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
 
 
 def final_metrics(rows: list[tuple[int, float, float, str, float]], problem: Problem) -> dict:
@@ -60,7 +76,7 @@ def finish(
 ) -> dict[str, Any]:
     """Write a trained run's results into its folder; returns the run.json record.
     `engine_name` (single or stacked) and `update_path` (how its optimizer updated it, see
-    harness.stacking.stacked_optimizers) say what trained it. Its `stream` to tracking tools
+    harness.stacking.member_optimizers) say what trained it. Its `stream` to tracking tools
     ends before run.json marks the run finished: a kill between the two leaves no tool's record
     running once the sweep resumes."""
     metrics = pd.DataFrame(outcome.recorder.rows, columns=METRIC_COLUMNS)
@@ -94,7 +110,7 @@ def finish(
         "threads": torch.get_num_threads(),
         "host": socket.gethostname(),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "versions": preflight.package_versions(),
+        "versions": package_versions(),
         "optimizer_versions": optimizer_versions(config),
     }
     if stream is not None:
