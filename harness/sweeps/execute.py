@@ -25,7 +25,6 @@ import torch
 import torch.multiprocessing
 from tqdm import tqdm
 
-from harness.problems.classification.mnist import TensorData
 from harness.stacking.stack import execute_group
 from harness.sweeps.plan import (
     WORKER_THRESHOLD,
@@ -68,7 +67,7 @@ def _timed_task(
     return records, time.perf_counter() - start
 
 
-def _worker_init(level: int, datasets: dict[str, TensorData], measured: dict) -> None:
+def _worker_init(level: int, datasets: dict[str, Any], measured: dict) -> None:
     # Ctrl-C reaches the whole process group: the main process stops the workers (each would
     # print a traceback of its own)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
