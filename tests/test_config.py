@@ -26,7 +26,7 @@ NETS = ["lenet", *MLPS]
 
 
 def test_all_groups_are_present():
-    assert MODELS == ["lenet", "mf", "mlp", "ncf", "net1", "net2", "net3"]
+    assert MODELS == ["lenet", "mf", "mlp", "module", "ncf", "net1", "net2", "net3"]
     assert options("problem") == ["ratings"]  # classification: no problem node (the default)
     assert (
         sorted(

@@ -180,8 +180,10 @@ def assert_identical(a: TensorData, b: TensorData) -> None:
     for field in dataclasses.fields(TensorData):
         x, y = getattr(a, field.name), getattr(b, field.name)
         assert (x is None) == (y is None), field.name
-        if x is not None:
+        if isinstance(x, torch.Tensor):
             assert x.dtype == y.dtype and torch.equal(x, y), field.name
+        else:  # the number of classes, or None
+            assert x == y, field.name
 
 
 def cache_files(cache: Path) -> list[Path]:

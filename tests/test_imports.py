@@ -223,3 +223,42 @@ def test_drawing_and_tables_do_not_import_torch(name):
     the ESGD renderer do need it)."""
     code = f"import sys, {name}; assert 'torch' not in sys.modules, sorted(sys.modules)"
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=120)
+
+
+# Generic code: what trains, stacks, sweeps and tunes any problem.
+GENERIC = ("training", "stacking", "sweeps", "tuning", "esgd", "recommend")
+PROBLEM_PACKAGES = ("harness.problems.classification", "harness.problems.ratings")
+
+
+def test_generic_code_imports_no_problem_package():
+    """The seam is sealed: generic code reaches a problem only through `harness.problems`
+    (`Problem`, `problem_of`, the shared `layers`), never a problem's own package, so a new
+    problem plugs in without editing it. ESGD too: it evolves MLPs, which it asks the problem
+    about (`Problem.hand_stacked`) and builds through it."""
+    graph = import_graph(REPO, "harness")
+    generic = [m for m in graph if m.split(".")[1:2] and m.split(".")[1] in GENERIC]
+    assert "harness.stacking.grouping" in generic and "harness.esgd.app" in generic  # real
+    found = {
+        module: sorted(e for e in graph[module] if e.startswith(PROBLEM_PACKAGES))
+        for module in generic
+    }
+    assert not {m: e for m, e in found.items() if e}
+
+
+def test_the_seal_check_finds_an_import_of_a_problem_package(tmp_path):
+    """The checker itself: a function-level import of a problem's module is an edge."""
+    files = {
+        "harness/__init__.py": "",
+        "harness/problems/__init__.py": "",
+        "harness/problems/classification/__init__.py": "",
+        "harness/problems/classification/mnist.py": "X = 1\n",
+        "harness/sweeps/__init__.py": "",
+        "harness/sweeps/execute.py": (
+            "def f():\n    from harness.problems.classification.mnist import X\n"
+        ),
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    edges = import_graph(tmp_path, "harness")["harness.sweeps.execute"]
+    assert "harness.problems.classification.mnist" in edges

@@ -29,7 +29,6 @@ from harness.esgd.record import RECORD, UNRECORDED
 from harness.esgd.rendering import render
 from harness.esgd.settings import settings
 from harness.problems import problem_of
-from harness.problems.classification.problem import Classification
 from harness.results import atomic_write_bytes, write_table
 from harness.results.recording import package_versions
 from harness.training.job import load_data
@@ -42,12 +41,14 @@ def build_study(cfg: DictConfig) -> Study:
     problem = problem_of(cfg)  # resolved once, passed on
     validate_run(cfg, problem)
     s = settings(cfg)
-    if not isinstance(problem, Classification):
+    if not problem.hand_stacked(cfg.model):  # settings() tells a classification's other model
         raise ConfigError("ESGD evolves a population of MLP classifiers: use it without +problem")
     device, dtype = resolve_device(cfg.device), DTYPES[cfg.train.dtype]
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
-    data = checked_data(problem.to(load_data(cfg, problem), device, dtype), cfg.train.batch_size)
+    data = checked_data(
+        problem, problem.to(load_data(cfg, problem), device, dtype), cfg.train.batch_size
+    )
 
     def new_model(generator: torch.Generator):
         return problem.build_model(cfg, data, generator)

@@ -36,6 +36,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -44,9 +45,7 @@ from harness.esgd.operators import align, choose_parents, rank, recombine, selec
 from harness.esgd.pool import Plan, Pool
 from harness.esgd.settings import Settings
 from harness.esgd.trainer import UNUSED, Trainer
-from harness.problems.classification.mnist import TensorData
-from harness.problems.classification.networks import MLP
-from harness.problems.classification.problem import Classification
+from harness.problems import Problem
 from harness.stacking.mlp import StackedMLP
 from harness.training.engine import batch_indices
 
@@ -65,7 +64,7 @@ def generators(seed: int) -> dict[str, torch.Generator]:
 @dataclass
 class Individual:
     uid: int  # unique within a run; kept by a survivor
-    model: MLP
+    model: torch.nn.Module  # an MLP: the problem hand-stacks it
     fitness: float
     parents: tuple[int, ...] = ()  # an offspring's parents' uids
     born: int = 0  # the generation whose evolution phase made it
@@ -77,9 +76,10 @@ class Study:
 
     settings: Settings
     pool: Pool
-    problem: Classification
-    data: TensorData  # on the study's device; SGD on its training rows, fitness on its val split
-    new_model: Callable[[torch.Generator], MLP]  # initial weights drawn from the generator
+    problem: Problem  # classification's: its MLPs are hand-stacked
+    data: Any  # on the study's device; SGD on its training rows, fitness on its val split
+    # initial weights drawn from the generator
+    new_model: Callable[[torch.Generator], torch.nn.Module]
     batch_size: int
 
     def initial(self, generator: torch.Generator) -> list[Individual]:
@@ -97,10 +97,11 @@ class Study:
         return [Individual(k, m, f) for k, (m, f) in enumerate(zip(models, fitness, strict=True))]
 
     def batches(self, steps: int, generator: torch.Generator):
-        device = self.data.y_train.device
-        return batch_indices(len(self.data.y_train), self.batch_size, steps, generator, device)
+        device = self.problem.tensors(self.data)[0].device
+        n = self.problem.size(self.data)
+        return batch_indices(n, self.batch_size, steps, generator, device)
 
-    def evaluate(self, models: Sequence[MLP], test: bool = False):
+    def evaluate(self, models: Sequence[torch.nn.Module], test: bool = False):
         """(losses, errors) of `models` on the held-out fitness split (or the test set).
         Copies are stacked: a StackedMLP rebinds its models, which may be training in another."""
         stack = StackedMLP([copy.deepcopy(m) for m in models])
@@ -166,7 +167,7 @@ class Log:
         )
 
 
-def mutate(model: MLP, std: float, generator: torch.Generator) -> None:
+def mutate(model: torch.nn.Module, std: float, generator: torch.Generator) -> None:
     """Add N(0, std^2) noise to every weight of `model` (see operators.recombine)."""
     tensors = recombine([list(model.parameters())], std, generator)
     with torch.no_grad():

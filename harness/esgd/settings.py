@@ -7,10 +7,9 @@ from dataclasses import dataclass
 
 from omegaconf import DictConfig, OmegaConf
 
-from harness.config.class_paths import located
 from harness.config.validate import require_choice, require_int, require_number
 from harness.errors import ConfigError
-from harness.problems.classification.networks import MLP_TARGET
+from harness.problems import problem_of
 
 
 @dataclass(frozen=True)
@@ -113,8 +112,10 @@ def settings(cfg: DictConfig) -> Settings:
         raise ConfigError(
             "ESGD measures fitness on training examples held out of SGD: set data.val_size > 0"
         )
-    if located(cfg.model.get("_target_")) != MLP_TARGET:
-        raise ConfigError(f"ESGD trains stacked {MLP_TARGET} models, not {cfg.model._target_}")
+    if not problem_of(cfg).hand_stacked(cfg.model):  # the models the stacked MLP trains
+        raise ConfigError(
+            f"ESGD trains stacked MLPs (model=mlp, net1-net3), not {cfg.model.get('_target_')}"
+        )
     population = _positive(node, "population", minimum=2)
     sgd_steps = _positive(node, "sgd_steps")
     backoff_every = _positive(node, "backoff_every")

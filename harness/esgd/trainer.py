@@ -13,7 +13,6 @@ import torch
 
 from harness.errors import HarnessError
 from harness.esgd.pool import Plan
-from harness.problems.classification.networks import MLP
 from harness.stacking.stack import Stack
 from harness.stacking.update_rules import rule_key
 
@@ -48,7 +47,7 @@ class Trainer:
     def __init__(
         self,
         study: Study,
-        models: Sequence[MLP],
+        models: Sequence[torch.nn.Module],
         plans: Sequence[Plan],
         steps: int,
         batches: Iterator[tuple[int, torch.Tensor]],

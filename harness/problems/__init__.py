@@ -11,6 +11,7 @@ problem's own.
 from __future__ import annotations
 
 import functools
+import json
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -32,6 +33,12 @@ class Problem(ABC):
     higher_is_better: bool = True
     # Whether the stacked engine can train runs of this problem together.
     stackable: bool = False
+    # Examples per forward pass when a whole split is evaluated: bounds memory on any device
+    # (harness.sweeps.gpu_workers counts it in a worker's memory).
+    eval_chunk: int = 10_000
+    # The model config's keys of initialisation only: models that differ in nothing else share a
+    # stack (`stack_architecture`).
+    init_keys: tuple[str, ...] = ()
 
     @abstractmethod
     def load(self, cfg: DictConfig) -> Any:
@@ -85,6 +92,30 @@ class Problem(ABC):
     ) -> list[dict[str, float]]:
         """`evaluate` for each of the K models of `stack`. Needed if `stackable`."""
         raise NotImplementedError(f"{type(self).__name__} does not stack")
+
+    def stack_architecture(self, model: DictConfig) -> tuple:
+        """What models of one stack share (part of harness.stacking.grouping.stack_key): by
+        default the model config but for its `init_keys`."""
+        config = OmegaConf.to_container(model, resolve=True)
+        for key in self.init_keys:
+            config.pop(key, None)
+        return (json.dumps(config, sort_keys=True),)
+
+    def hand_stacked(self, model: DictConfig) -> bool:
+        """Whether models of this config are chains of `nn.Linear` layers (`model.layers`) with
+        a named activation of harness.problems.layers after each hidden one
+        (`model.activations`): the hand-written stack (harness.stacking.mlp) trains them, and
+        no probe is needed. Other models stack through torch.func where a probe allows."""
+        return False
+
+    def is_hand_stacked(self, model: torch.nn.Module) -> bool:
+        """`hand_stacked` for a built model."""
+        return False
+
+    def tensors(self, data: Any) -> list[torch.Tensor]:
+        """The tensors of `data` (what a copy on a device holds: harness.sweeps.gpu_workers
+        estimates its memory from them); by default every tensor attribute."""
+        return [t for t in vars(data).values() if isinstance(t, torch.Tensor)]
 
     def parameter_groups(self, cfg: DictConfig, model: Any) -> list[tuple[list, DictConfig]]:
         """(parameters, optimizer config) pairs: one optimizer per pair. By default the config's

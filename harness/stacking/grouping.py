@@ -17,11 +17,10 @@ import torch
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
-from harness.config.class_paths import located, node_key
+from harness.config.class_paths import node_key
 from harness.config.validate import DTYPES
 from harness.errors import HarnessError
 from harness.problems import Problem
-from harness.problems.classification.networks import INIT_KEYS, MLP_TARGET, resolve_activations
 from harness.stacking.functional import stacking_refusal as module_refusal
 from harness.stacking.probes import sharing_refusal, stacking_refusal
 from harness.training import preflight
@@ -31,15 +30,15 @@ from harness.training.stepping import Needs, needs_of_class
 
 
 def refusal(job: Job) -> str | None:
-    """Why the job's run cannot join a stack (None: it can). Its problem must stack; an MLP
-    stacks by the hand-written path, any other model if `_module_probe` finds that it stacks
-    exactly; torch.optim's classes update their parameters in place, any other optimizer class
-    must pass `stacking_refusal`'s probe (StackedOptimizers checks the views after every step as
-    well)."""
+    """Why the job's run cannot join a stack (None: it can). Its problem must stack; a model it
+    calls hand-stacked (`Problem.hand_stacked`: an MLP) stacks by the hand-written path, any
+    other model if `_module_probe` finds that it stacks exactly; torch.optim's classes update
+    their parameters in place, any other optimizer class must pass `stacking_refusal`'s probe
+    (StackedOptimizers checks the views after every step as well)."""
     cfg, problem = job.cfg, job.problem
     if not problem.stackable:
         return f"its problem {type(problem).__name__} does not stack"
-    if located(cfg.model.get("_target_")) != MLP_TARGET:
+    if not problem.hand_stacked(cfg.model):
         model_yaml = OmegaConf.to_yaml(cfg.model, resolve=True)
         reason = _module_probe(problem, model_yaml, cfg.train.dtype, job.data_key)
         if reason is not None:
@@ -108,7 +107,8 @@ def stack_key(job: Job) -> tuple:
     """The group of a valid run that can stack: model architecture, batch size, data config,
     length, evaluation and logging settings, dtype and device.
 
-    Optimizer, hyper-parameters, schedule, divergence_factor, the initialisation scheme and the
+    The architecture is the problem's (`Problem.stack_architecture`). Optimizer,
+    hyper-parameters, schedule, divergence_factor, the initialisation scheme and the
     seed may differ inside a group (each model is built by run.prepare with its own settings
     and draws its own data order); execution settings (threads, progress, train.engine) are
     ignored: the launcher decides on those. On CUDA, not train.cuda_graph: a stack has one.
@@ -116,7 +116,7 @@ def stack_key(job: Job) -> tuple:
     cfg, device = job.cfg, job.device
     train = cfg.train
     return (
-        *_architecture(cfg.model),
+        *job.problem.stack_architecture(cfg.model),
         train.batch_size,
         train.iterations,
         train.epochs,
@@ -133,18 +133,6 @@ def stack_key(job: Job) -> tuple:
 def cuda_graph_setting(cfg: DictConfig) -> str:
     """The run's train.cuda_graph (`auto` for a config from before the key)."""
     return cfg.train.get("cuda_graph", "auto")
-
-
-def _architecture(model: DictConfig) -> tuple:
-    """What models of one stack share: an MLP's layers and activations; any other model's
-    config but for its initialisation scheme."""
-    if located(model.get("_target_")) == MLP_TARGET:
-        hidden = tuple(int(h) for h in model.hidden)
-        return MLP_TARGET, hidden, tuple(resolve_activations(hidden, model.activations))
-    config = OmegaConf.to_container(model, resolve=True)
-    for key in INIT_KEYS:
-        config.pop(key, None)
-    return (json.dumps(config, sort_keys=True),)
 
 
 def sharing_probe(optimizer: OptimizerNode, iterations: int) -> str | None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from harness.problems.classification.networks import ACTIVATIONS, MLP
+from harness.problems.layers import ACTIVATIONS
 
 _aten = torch.ops.aten
 
@@ -45,9 +45,9 @@ class StackedMLP:
 
     class_dim = 1  # logits are [K, classes, batch]
 
-    def __init__(self, models: Sequence[MLP]) -> None:
+    def __init__(self, models: Sequence[torch.nn.Module]) -> None:
         self.activations = list(models[0].activations)
-        self.models: list[MLP] = []
+        self.models: list[torch.nn.Module] = []
         self.weights: list[torch.Tensor] = []
         self.biases: list[torch.Tensor] = []
         self.weight_grads: list[torch.Tensor] = []
@@ -60,7 +60,7 @@ class StackedMLP:
         return len(self.models)
 
     @torch.no_grad()
-    def restack(self, models: Sequence[MLP]) -> None:
+    def restack(self, models: Sequence[torch.nn.Module]) -> None:
         """(Re)build the stacked tensors from `models`' current weights and bind each model's
         parameters and gradients to views of them."""
         self.models = list(models)

@@ -37,7 +37,6 @@ import torch
 from harness.config.identity import config_id
 from harness.loggers import Stream, aborting, open_streams
 from harness.problems import Problem
-from harness.problems.classification.networks import MLP
 from harness.results.recording import finish
 from harness.stacking.cuda_graph import StepGraph, attach, probe_rows
 from harness.stacking.functional import StackedModule
@@ -61,9 +60,10 @@ from harness.training.stepping import (
 log = logging.getLogger(__name__)
 
 
-def stack_of(models: Sequence[torch.nn.Module]) -> StackedMLP | StackedModule:
-    """The stacked model of `models`: the hand-written one for MLPs, torch.func's otherwise."""
-    return StackedMLP(models) if isinstance(models[0], MLP) else StackedModule(models)
+def stack_of(models: Sequence[torch.nn.Module], problem: Problem) -> StackedMLP | StackedModule:
+    """The stacked model of `models`: the hand-written one for the models the problem calls so
+    (`Problem.is_hand_stacked`: MLPs), torch.func's otherwise."""
+    return StackedMLP(models) if problem.is_hand_stacked(models[0]) else StackedModule(models)
 
 
 class Stack:
@@ -87,7 +87,7 @@ class Stack:
     ) -> None:
         self.models, self.optimizers = list(models), list(optimizers)
         self.schedulers, self.problem, self.data = list(schedulers), problem, data
-        self.stack = (stack_class or stack_of)(self.models)
+        self.stack = stack_class(self.models) if stack_class else stack_of(self.models, problem)
         self.stepper = StackedOptimizers(self.stack, self.optimizers, sharing, capturable)
         self.graph: StepGraph | None = None
         self.failed: dict[int, str] = {}

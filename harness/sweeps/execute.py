@@ -26,7 +26,6 @@ import torch.multiprocessing
 from tqdm import tqdm
 
 from harness import loggers
-from harness.problems.classification.mnist import TensorData
 from harness.stacking.stack import execute_group
 from harness.sweeps.plan import (
     WORKER_THRESHOLD,
@@ -69,7 +68,7 @@ def _timed_task(
     return records, time.perf_counter() - start
 
 
-def _worker_init(level: int, datasets: dict[str, TensorData], measured: dict) -> None:
+def _worker_init(level: int, datasets: dict[str, Any], measured: dict) -> None:
     # Ctrl-C reaches the whole process group: the main process stops the workers (each would
     # print a traceback of its own)
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -20,9 +20,9 @@ memory of a worker (`worker_bytes`) is an estimate, written down:
   (harness.stacking.grouping.stack_key), dealt to the workers (or `max_stack`), the costliest; per
   model its parameters PARAMETER_COPIES times (weights, gradients, up to three optimizer states, a
   probe's copy), a step's activations twice (an eager step's and a CUDA graph's pool) and an
-  evaluation chunk's (EVAL_CHUNK examples through the widest layer); the parameters are the
-  problem's FLOPs of a step over 4 x batch (an MLP's step costs at least 4 FLOPs per
-  parameter and example), the widths its model's `hidden` (an MLP's).
+  evaluation chunk's (the problem's `eval_chunk` examples through the widest layer); the
+  parameters are the problem's FLOPs of a step over 4 x batch (an MLP's step costs at least 4
+  FLOPs per parameter and example), the widths its model's `hidden` (an MLP's).
 
 The sum may use MEMORY_SHARE of the device's memory, read with nvidia-smi: this process does
 not initialise CUDA before it starts the workers (which are spawned, not forked, so they would
@@ -39,7 +39,6 @@ from collections.abc import Sequence
 import torch
 
 from harness.config.validate import DTYPES
-from harness.problems.classification.problem import EVAL_CHUNK
 from harness.stacking.grouping import stack_key
 from harness.training.job import Job, load_data
 
@@ -62,7 +61,7 @@ def stack_bytes(job: Job, models: int) -> float:
     per_model = (
         parameters * PARAMETER_COPIES
         + batch * (features + 2 * sum(widths)) * ACTIVATION_COPIES
-        + EVAL_CHUNK * 3 * max(widths)
+        + job.problem.eval_chunk * 3 * max(widths)
     )
     return models * per_model * size
 
@@ -70,8 +69,7 @@ def stack_bytes(job: Job, models: int) -> float:
 def data_bytes(job: Job) -> float:
     """The job's data set on the device: its tensors, floating ones in the run's dtype."""
     size = DTYPES[job.cfg.train.dtype].itemsize
-    data = load_data(job.cfg, job.problem)
-    tensors = [t for t in vars(data).values() if isinstance(t, torch.Tensor)]
+    tensors = job.problem.tensors(load_data(job.cfg, job.problem))
     return sum(t.numel() * (size if t.is_floating_point() else t.element_size()) for t in tensors)
 
 

@@ -8,6 +8,12 @@ from omegaconf import DictConfig
 from harness.config.class_paths import located
 from harness.config.validate import is_int, require_choice, require_int, require_number
 from harness.errors import ConfigError
+from harness.problems.classification.datasets import (
+    ARRAY_NORMALIZATIONS,
+    TORCHVISION_NORMALIZATIONS,
+    load_arrays,
+    load_torchvision,
+)
 from harness.problems.classification.mnist import NORMALIZATIONS
 from harness.problems.classification.networks import (
     INITS,
@@ -62,14 +68,34 @@ def _validate_init(model: DictConfig) -> None:
         raise ConfigError(f"model.init_std must be > 0, got {model.init_std}")
 
 
+_ARRAYS_TARGET = f"{load_arrays.__module__}.{load_arrays.__qualname__}"
+_TORCHVISION_TARGET = f"{load_torchvision.__module__}.{load_torchvision.__qualname__}"
+
+
 def validate_data(data: DictConfig) -> None:
-    root = data.get("root")
-    if not isinstance(root, str) or not root:
-        raise ConfigError(f"data.root must be a folder path, got {root!r}")
+    """The keys every classification data set shares (subsets, validation), then its own:
+    MNIST's folder, torchvision's data set name, the arrays' file."""
     require_int(data.get("train_size"), "data.train_size", minimum=1, optional=True)
     require_int(data.get("test_size"), "data.test_size", minimum=1, optional=True)
     require_int(data.get("val_size", 0), "data.val_size", minimum=0)
     require_int(data.get("subset_seed"), "data.subset_seed")
+    target = located(data.get("_target_"))
+    if target == _ARRAYS_TARGET:
+        path = data.get("path")
+        if not isinstance(path, str) or not path:
+            raise ConfigError(f"data.path must be the path of an .npz file, got {path!r}")
+        require_int(data.get("classes"), "data.classes", minimum=2, optional=True)
+        require_choice(data.get("normalization"), "data.normalization", ARRAY_NORMALIZATIONS)
+        return
+    root = data.get("root")
+    if not isinstance(root, str) or not root:
+        raise ConfigError(f"data.root must be a folder path, got {root!r}")
+    if target == _TORCHVISION_TARGET:
+        name = data.get("name")
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"data.name must be a class of torchvision.datasets, got {name!r}")
+        require_choice(data.get("normalization"), "data.normalization", TORCHVISION_NORMALIZATIONS)
+        return
     require_choice(data.get("normalization"), "data.normalization", NORMALIZATIONS)
     if not isinstance(data.get("verify_md5"), bool):
         raise ConfigError(f"data.verify_md5 must be true or false, got {data.get('verify_md5')!r}")

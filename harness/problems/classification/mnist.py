@@ -57,6 +57,7 @@ class TensorData:
     y_test: torch.Tensor
     x_val: torch.Tensor | None = None
     y_val: torch.Tensor | None = None
+    classes: int = NUM_CLASSES  # labels are 0..classes-1
 
     @property
     def num_features(self) -> int:
@@ -64,7 +65,7 @@ class TensorData:
 
     @property
     def num_classes(self) -> int:
-        return NUM_CLASSES
+        return self.classes
 
     def split(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
         """(features, labels) of a held-out split: "val" or "test"."""
@@ -83,6 +84,7 @@ class TensorData:
             move(self.y_test, False),
             move(self.x_val, True),
             move(self.y_val, False),
+            self.classes,
         )
 
 

@@ -8,22 +8,14 @@ config and seed always give the same network, whichever engine trains it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn
 
 from harness.errors import ConfigError
+from harness.problems.layers import ACTIVATIONS
 
-ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "sigmoid": torch.sigmoid,
-    "relu": torch.relu,
-    "tanh": torch.tanh,
-    "gelu": nn.functional.gelu,
-    "elu": nn.functional.elu,
-    "leaky_relu": nn.functional.leaky_relu,
-    "identity": lambda x: x,
-}
 INITS = ("default", "gaussian")
 # A model config's initialisation keys: models that differ only in these stack together.
 INIT_KEYS = ("init", "init_std")

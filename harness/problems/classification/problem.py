@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 import torch
 from omegaconf import DictConfig
 from torch.nn import functional as F
 
-from harness.config.class_paths import build, located
-from harness.errors import ConfigError
+from harness.config.class_paths import build, located, target_object
+from harness.errors import ConfigError, DataError
 from harness.problems import Problem
 from harness.problems.classification.checks import validate_data, validate_model
 from harness.problems.classification.mnist import TensorData
-from harness.problems.classification.networks import LENET_TARGET, lenet_multiply_adds
+from harness.problems.classification.networks import (
+    INIT_KEYS,
+    LENET_TARGET,
+    MLP,
+    MLP_TARGET,
+    lenet_multiply_adds,
+    resolve_activations,
+)
 
 EVAL_CHUNK = 10_000  # rows per forward pass during evaluation: bounds memory on any device
 
@@ -25,6 +33,8 @@ class Classification(Problem):
     quality = "accuracy"
     higher_is_better = True
     stackable = True  # harness.stacking.stack trains MLPs of one architecture together
+    eval_chunk = EVAL_CHUNK
+    init_keys = INIT_KEYS
 
     def load(self, cfg: DictConfig) -> TensorData:
         return build(cfg.data)
@@ -38,13 +48,21 @@ class Classification(Problem):
     def build_model(
         self, cfg: DictConfig, data: TensorData, generator: torch.Generator
     ) -> torch.nn.Module:
-        model = build(
-            cfg.model,
-            in_features=data.num_features,
-            num_classes=data.num_classes,
-            generator=generator,
-        )
-        return model.to(device=data.x_train.device, dtype=data.x_train.dtype)
+        target = located(cfg.model.get("_target_"))
+        given = {
+            "in_features": data.num_features,
+            "num_classes": data.num_classes,
+            "generator": generator,
+        }
+        if target in (MLP_TARGET, LENET_TARGET):
+            model = build(cfg.model, **given)
+            return model.to(device=data.x_train.device, dtype=data.x_train.dtype)
+        # A user's module: given what its constructor takes of the three, then tried on two
+        # training rows, so that data it cannot take ends in one line, not in a traceback.
+        model = build(cfg.model, **_accepted(target_object(target), given))
+        model = model.to(device=data.x_train.device, dtype=data.x_train.dtype)
+        _try_on(model, target, data)
+        return model
 
     def loss(self, model: torch.nn.Module, data: TensorData, rows: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(model(data.x_train[rows]), data.y_train[rows])
@@ -74,6 +92,19 @@ class Classification(Problem):
             return _metrics(stack.forward, len(stack), x, y)
         return _metrics(lambda chunk: stack.forward(chunk).transpose(1, 2), len(stack), x, y)
 
+    def stack_architecture(self, model: DictConfig) -> tuple:
+        """An MLP's layers and activations; any other model's config but for `init_keys`."""
+        if self.hand_stacked(model):
+            hidden = tuple(int(h) for h in model.hidden)
+            return MLP_TARGET, hidden, tuple(resolve_activations(hidden, model.activations))
+        return super().stack_architecture(model)
+
+    def hand_stacked(self, model: DictConfig) -> bool:
+        return located(model.get("_target_")) == MLP_TARGET
+
+    def is_hand_stacked(self, model: torch.nn.Module) -> bool:
+        return isinstance(model, MLP)
+
     def held_out(self, data: TensorData) -> tuple[str, ...]:
         return ("test",) if data.y_val is None else ("val", "test")
 
@@ -98,6 +129,43 @@ class Classification(Problem):
         sizes = [in_features, *cfg.model.get("hidden", []), classes]
         weights = [a * b for a, b in zip(sizes, sizes[1:], strict=False)]
         return 2.0 * cfg.train.batch_size * (2 * sum(weights) + sum(weights[1:]))
+
+
+def _accepted(factory: Callable, given: dict) -> dict:
+    """The arguments of `given` that `factory` takes (all of them if it takes **kwargs)."""
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin without a signature: give it everything
+        return given
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return given
+    return {k: v for k, v in given.items() if k in parameters}
+
+
+def _try_on(model: torch.nn.Module, target: str, data: TensorData) -> None:
+    """A DataError in one line if `model` refuses two training rows or gives other than one
+    logit per class; in eval mode, under no_grad and a forked random state: nothing of the run
+    changes."""
+    rows = data.x_train[:2]
+    was_training = model.training
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            model.eval()
+            out = model(rows)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataError(
+            f"model {target} refuses the data's examples (rows of {data.num_features} "
+            f"features): {first}"
+        ) from exc
+    finally:
+        model.train(was_training)
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (len(rows), data.num_classes):
+        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise DataError(
+            f"model {target} gives outputs of shape {shape} for {len(rows)} examples; the "
+            f"data's labels need ({len(rows)}, {data.num_classes}): one logit per class"
+        )
 
 
 def _examples(data: TensorData, split: str, rows: torch.Tensor | None):

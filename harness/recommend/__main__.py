@@ -1,0 +1,3 @@
+from harness.recommend import main
+
+main()
