@@ -108,7 +108,8 @@ def rank_command(argv: list[str]) -> Path:
     paths = [request.field.evaluated, *([trained] if trained else [])]
     figures = [writing.figure(ranked, paths, net, name, out) for net in rows["net"]]
     costs.append(("reading, figures", time.perf_counter() - begun, 0, 0))
-    total = time.perf_counter() - start
+    costs = writing.kept_costs(out, costs)
+    total = sum(c[1] for c in costs)
     shown = writing.table(rows)
     writing.write_readme(
         out,
@@ -126,5 +127,5 @@ def rank_command(argv: list[str]) -> Path:
     from harness.markdown import markdown_table
 
     print(markdown_table(shown, index=False))
-    print(f"\n{out / writing.README} ({total:.0f} s)")
+    print(f"\n{out / writing.README} ({time.perf_counter() - start:.0f} s)")
     return out

@@ -97,6 +97,7 @@ def run_phase(phase: Phase, log: Path) -> None:
     from harness.storage import read_runs
 
     start = time.perf_counter()
+    before = log.stat().st_size if log.exists() else 0
     with log.open("a") as sink:
         sink.write(f"$ {' '.join(phase.command[3:])}\n")
         sink.flush()
@@ -111,12 +112,16 @@ def run_phase(phase: Phase, log: Path) -> None:
         raise RuntimeError(f"phase {phase.name} failed ({last}); its log: {log}")
     runs = read_runs(phase.folder, columns=["run_dir"])
     phase.runs = len(runs)
-    phase.trained = phase.runs - _reused(log)
+    phase.trained = phase.runs - _reused(log, before)
 
 
-def _reused(log: Path) -> int:
-    """Runs a phase copied from the field or skipped (finished before), from its log."""
-    text = log.read_text()
+def _reused(log: Path, start: int) -> int:
+    """Runs a phase copied from the field or skipped (finished before), from what its
+    harness-train process wrote into `log` from byte `start` on (the log keeps every
+    invocation's)."""
+    with log.open("rb") as handle:
+        handle.seek(start)
+        text = handle.read().decode(errors="replace")
     return text.count("reused: this config finished") + text.count("skipped: this config")
 
 

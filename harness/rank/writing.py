@@ -4,6 +4,7 @@ the newcomer drawn over the field (`harness.report.course_figure`)."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from harness.style import save_figure
 
 CSV = "ranks.csv"
 README = "README.md"
+# Each step's cost when it last trained something: a re-run that trains nothing keeps them.
+COSTS = "costs.json"
 NEWCOMER = {"color": "black", "lw": 2.4, "zorder": 20}
 
 
@@ -117,6 +120,29 @@ def _verdict_sentence(row: pd.Series) -> str:
         f"{row['verdict']} at 95 %, {row['bonferroni']} after Bonferroni and {row['holm']} "
         f"after Holm over the net's {row['family']} comparisons."
     )
+
+
+def kept_costs(
+    out: Path, costs: list[tuple[str, float, int, int]]
+) -> list[tuple[str, float, int, int]]:
+    """This invocation's `costs` (step, seconds, runs, trained), each phase that trained
+    nothing here at its cost when it trained (kept in COSTS): the README says what ranking
+    the optimizer cost, not what reading its finished runs again did."""
+    path = out / COSTS
+    kept = json.loads(path.read_text()) if path.exists() else {}
+    shown = []
+    for step, seconds, runs, trained in costs:
+        before = kept.get(step)
+        if runs and not trained and before:
+            shown.append((f"{step} (trained before)", *before))
+            continue
+        if runs and trained:
+            kept[step] = [seconds, runs, trained]
+        shown.append((step, seconds, runs, trained))
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(kept, indent=1))
+    temporary.replace(path)
+    return shown
 
 
 def write_readme(
