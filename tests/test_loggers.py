@@ -3,7 +3,13 @@ MLflow store and to TensorBoard event files while they train, read back here thr
 own client and TensorBoard's own reader; a stopped sweep resumes each record without a step
 twice and without a run left running; `logger` is not part of a run's identity."""
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -12,9 +18,10 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from conftest import compose_config, hydra_context, run_cli, small
+from conftest import MNIST_DIR, compose_config, hydra_context, run_cli, small
 from harness.config.identity import config_hash
 from harness.loggers.export import export
+from harness.results import CHECKPOINTS_FOLDER
 from harness.stacking.stack import execute_group
 from harness.training.checkpoint import Checkpoint
 from harness.training.job import Job
@@ -190,6 +197,83 @@ def test_a_stopped_stack_resumes_its_records_without_a_step_twice(tmp_path, mnis
         assert run.data.tags["diverged"] == str(record["status"] == "diverged").lower()
         assert mlflow_histories(client, run) == metrics
         assert tensorboard_histories(job.out_dir / "tensorboard") == as_float32(metrics)
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_by_sigkill_resumes_its_records_without_a_step_twice(tmp_path):
+    """SIGKILL to a sweep's process group once a stack has saved a checkpoint and streamed
+    steps past it (flush_s=0): its MLflow runs are left RUNNING, as a killed process leaves
+    them. The same command goes on from the checkpoint and continues the same MLflow runs and
+    event folders: each ends with exactly metrics.parquet's steps (none twice), FINISHED."""
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    folder = tmp_path / "study"
+    overrides = [
+        "-m",
+        *TINY,
+        "train.iterations=3000",
+        "train.eval_every=500",
+        "train.log_every=50",
+        "model=net1",
+        "optimizer=sgd,adam",
+        "hydra.launcher.checkpoint_every_s=0",
+        "hydra.launcher.use_workers=false",
+        "logger=[tensorboard,mlflow]",
+        f"logger.mlflow.tracking_uri={store}",
+        "logger.mlflow.flush_s=0",
+        "logger.tensorboard.flush_s=0",
+        f"hydra.sweep.dir={folder}",
+    ]
+    command = [sys.executable, "-c", "from harness.cli import train; train()", *overrides]
+    proc = subprocess.Popen(
+        command,
+        cwd=tmp_path,
+        env={**os.environ, "HARNESS_DATA_ROOT": str(MNIST_DIR)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+    def saved_step() -> int:
+        steps = [0]
+        for path in (folder / CHECKPOINTS_FOLDER).glob("*.json"):
+            with contextlib.suppress(OSError, ValueError):  # replaced while read
+                steps.append(json.loads(path.read_text())["iteration"])
+        return max(steps)
+
+    def streamed_step() -> int:
+        with contextlib.suppress(Exception):  # the store's tables not made yet
+            client = MlflowClient(tracking_uri=store)
+            experiment = client.get_experiment_by_name("study")
+            runs = client.search_runs([experiment.experiment_id]) if experiment else []
+            histories = [client.get_metric_history(r.info.run_id, "lr") for r in runs]
+            return max((m.step for h in histories for m in h), default=0)
+        return 0
+
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        saved = saved_step()
+        if saved >= 500 and streamed_step() > saved and saved_step() < 3000:
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert saved_step() >= 500
+    client = MlflowClient(tracking_uri=store)
+    experiment = client.get_experiment_by_name("study").experiment_id
+    assert "RUNNING" in {r.info.status for r in client.search_runs([experiment])}
+
+    resumed = run_cli(*overrides, cwd=tmp_path, timeout=900)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "go on from their checkpoints" in resumed.stdout + resumed.stderr, resumed.stdout
+    runs = {r.data.tags["run_dir"]: r for r in client.search_runs([experiment])}
+    run_dirs = sorted(p.parent for p in folder.glob("*/run.json"))
+    assert len(runs) == len(run_dirs) == 2
+    for run_dir in run_dirs:
+        metrics = histories(pd.read_parquet(run_dir / "metrics.parquet"))
+        run = runs[str(run_dir.resolve())]
+        assert run.info.status == "FINISHED"
+        assert mlflow_histories(client, run) == metrics
+        assert tensorboard_histories(run_dir / "tensorboard") == as_float32(metrics)
 
 
 def test_the_logger_is_not_part_of_a_run_s_identity(mnist_dir):
