@@ -92,10 +92,29 @@ def figure(ranked: Ranked, paths: list[Path], net: str, name: str, out: Path) ->
         values = plotted(metric, band["mean"].to_numpy())
         for ax in (full, zoom):
             ax.plot(band["iteration"], values, **NEWCOMER, label=f"{name} (ranked)")
+        _widen_to(zoom, band["iteration"].to_numpy(), values)
         full.legend(loc="upper right", fontsize=8, frameon=False, handlelength=1.8)
     path = out / f"rank_{net}.png"
     save_figure(fig, path)
     return path
+
+
+def _widen_to(ax, x: np.ndarray, y: np.ndarray) -> None:
+    """The zoomed panel's y range widened to the newcomer's line inside its x range, which the
+    field's settings alone chose: the line drawn over the field is never cut off."""
+    low, high = ax.get_xlim()
+    inside = y[(x >= low) & (x <= high) & np.isfinite(y)]
+    if not len(inside):
+        return
+    bottom, top = ax.get_ylim()
+    if bottom <= inside.min() and inside.max() <= top:
+        return
+    lo, hi = min(bottom, inside.min()), max(top, inside.max())
+    if ax.get_yscale() == "log" and lo > 0:
+        ax.set_ylim(lo / 1.05, hi * 1.05)
+    else:
+        pad = 0.03 * (hi - lo)
+        ax.set_ylim(lo - pad, hi + pad)
 
 
 FIELD_TEXT = {
