@@ -15,6 +15,7 @@ from harness.rank import main
 from harness.rank.canaries import compare, drift_line
 from harness.rank.protocol import check_optimizer, composing, phase_overrides
 from harness.rank.settings import name_of, parse
+from harness.rank.writing import COSTS, kept_costs
 from harness.results import load_runs
 from harness.storage import read_runs, write_table
 from harness.sweeps.jobs import sweep_jobs
@@ -99,6 +100,24 @@ def test_canaries_that_differ_from_the_committed_runs_say_so_in_one_line(tmp_pat
     line = drift_line(checked)
     assert "a2grad on net2: final_val_accuracy" in line and "torch " in line
     assert "rank.allow_drift=true" in line and "\n" not in line
+
+
+def test_a_re_run_that_trains_nothing_keeps_what_ranking_cost(tmp_path):
+    """The README's cost table: a phase that trained nothing in this invocation shows its cost
+    from the invocation that trained it; one that trained shows this one's."""
+    first = [("checks", 2.0, 0, 0), ("phase tune", 130.0, 30, 30), ("phase evaluate", 280, 9, 9)]
+    assert kept_costs(tmp_path, first) == first
+    again = [("checks", 1.0, 0, 0), ("phase tune", 8.0, 30, 0), ("phase evaluate", 60, 9, 3)]
+    assert kept_costs(tmp_path, again) == [
+        ("checks", 1.0, 0, 0),
+        ("phase tune (trained before)", 130.0, 30, 30),
+        ("phase evaluate", 60, 9, 3),
+    ]
+    assert kept_costs(tmp_path, again)[2] == ("phase evaluate", 60, 9, 3)
+    nothing = tmp_path / "field"
+    nothing.mkdir()
+    kept_costs(nothing, [("checks", 1.0, 0, 0)])
+    assert not (nothing / COSTS).exists()
 
 
 @pytest.mark.slow

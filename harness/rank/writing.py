@@ -158,9 +158,10 @@ def kept_costs(
         if runs and trained:
             kept[step] = [seconds, runs, trained]
         shown.append((step, seconds, runs, trained))
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(kept, indent=1))
-    temporary.replace(path)
+    if kept:  # nothing trained (a field optimizer): nothing to keep
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(kept, indent=1))
+        temporary.replace(path)
     return shown
 
 
