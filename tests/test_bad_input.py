@@ -34,7 +34,10 @@ def corrupt_mnist(tmp_path_factory, mnist_dir):
 
 
 CASES = {
-    "unknown model": (["model=net9"], "valid model options: lenet, mf, mlp, module, ncf, net1, net2, net3"),
+    "unknown model": (
+        ["model=net9"],
+        "valid model options: lenet, mf, mlp, module, ncf, net1, net2, net3",
+    ),
     "ratings model without its problem": (["model=mf"], "is a model of ratings: add +problem"),
     "unknown optimizer": (
         ["optimizer=adamm"],

@@ -13,12 +13,13 @@ from harness import analysis, style
 from harness.analysis.reference import with_family_verdicts
 from harness.rank import main
 from harness.rank.canaries import compare, drift_line
-from harness.rank.protocol import check_optimizer, composing, phase_overrides
+from harness.rank.protocol import check_optimizer, phase_overrides
 from harness.rank.settings import name_of, parse
 from harness.rank.writing import COSTS, kept_costs
 from harness.results import load_runs
 from harness.storage import read_runs, write_table
 from harness.sweeps.jobs import sweep_jobs
+from harness.zoo_phases import composing
 
 ZOO = REPO / "results" / "zoo"
 ZOO_TUNE = REPO / "results" / "zoo_tune"

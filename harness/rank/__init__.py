@@ -53,12 +53,13 @@ def rank_command(argv: list[str]) -> Path:
     """Rank the optimizer `argv` describes; returns its folder."""
     from dataclasses import replace
 
+    from harness import zoo_phases
     from harness.rank import canaries as canary
     from harness.rank import field, protocol, settings, writing
 
     start = time.perf_counter()
     request = settings.parse(argv)
-    with protocol.composing():
+    with zoo_phases.composing():
         at_default = protocol.check_optimizer(request)
         name = settings.name_of(request, at_default)
         out = Path(str(request.rank["out"])) / name
@@ -93,12 +94,12 @@ def rank_command(argv: list[str]) -> Path:
     if to_train:
         for phase in protocol.phases(replace(request, nets=to_train), out):
             _say(f"phase {phase.name}: training (log: {out / 'phases.log'})")
-            protocol.run_phase(phase, out / "phases.log")
+            zoo_phases.run_phase(phase, out / "phases.log")
             done = f"{phase.runs} runs ({phase.trained} trained) in {phase.seconds:.0f} s"
             _say(f"phase {phase.name}: {done}")
             costs.append((f"phase {phase.name}", phase.seconds, phase.runs, phase.trained))
     begun = time.perf_counter()
-    trained = out / protocol.PHASES[2] if to_train else None
+    trained = out / zoo_phases.PHASES[2] if to_train else None
     runs, newcomer = field.combined_runs(
         request.field.evaluated, trained, name, committed, request.smoke
     )

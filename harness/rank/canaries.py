@@ -18,8 +18,9 @@ from pathlib import Path
 import pandas as pd
 
 from harness.config.identity import executes
-from harness.rank.protocol import TRAIN, Phase, quoted, run_phase
+from harness.rank.protocol import quoted
 from harness.rank.settings import CANARY_FIELD, Request
+from harness.zoo_phases import TRAIN, Phase, run_phase
 
 # Final metrics compared; a difference above TOLERANCE in any is drift. On the machine that
 # trained the field the canaries repeat it bit for bit; float32 on another CPU (other vector

@@ -15,23 +15,15 @@ copies its runs instead of training them.
 
 from __future__ import annotations
 
-import contextlib
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
 from harness.config.identity import config_hash
-from harness.errors import ConfigError, HarnessError, harness_error_in
-from harness.rank.settings import CONF_DIR, Request
+from harness.errors import ConfigError
+from harness.rank.settings import Request
+from harness.zoo_phases import PHASES, TRAIN, Phase, composed
 
-PHASES = ("tune", "shortlist", "evaluate")
-# The same command line as `harness-train`, in this interpreter's environment.
-TRAIN = (sys.executable, "-c", "from harness.cli import train; train()")
 # rank.smoke: the pipeline on tiny subsets, a few iterations per phase (the protocol's shape:
 # a short phase 1, then phases 2 and 3 at one longer length, as phase 3 takes its rates from
 # phase 2 at its own length); its numbers compare with nothing.
@@ -47,16 +39,6 @@ SMOKE_PHASES = (
     ["train.iterations=60", "train.eval_every=20"],
 )
 SEEDS = (1, 2, 3)  # phase 3's (conf/zoo_phase/evaluate.yaml)
-
-
-@dataclass
-class Phase:
-    name: str
-    command: list[str]
-    folder: Path
-    seconds: float = 0.0
-    runs: int = 0
-    trained: int = 0
 
 
 def phase_overrides(request: Request, out: Path, index: int) -> list[str]:
@@ -90,74 +72,9 @@ def phases(request: Request, out: Path) -> list[Phase]:
     ]
 
 
-def run_phase(phase: Phase, log: Path) -> None:
-    """Run one phase as its own harness-train process (Hydra's global state stays its own),
-    its output into `log`; a user's mistake it reports (exit status 2: an unknown optimizer
-    setting, a class that cannot be imported) becomes this command's one line."""
-    from harness.storage import read_runs
-
-    start = time.perf_counter()
-    before = log.stat().st_size if log.exists() else 0
-    with log.open("a") as sink:
-        sink.write(f"$ {' '.join(phase.command[3:])}\n")
-        sink.flush()
-        done = subprocess.run(phase.command, stdout=sink, stderr=subprocess.PIPE, text=True)
-        sink.write(done.stderr)
-    phase.seconds = time.perf_counter() - start
-    if done.returncode:
-        lines = [line for line in done.stderr.splitlines() if line.strip()]
-        last = lines[-1] if lines else f"exit status {done.returncode}"
-        if done.returncode == 2:
-            raise ConfigError(f"phase {phase.name}: {last.removeprefix('harness-train: error: ')}")
-        raise RuntimeError(f"phase {phase.name} failed ({last}); its log: {log}")
-    runs = read_runs(phase.folder, columns=["run_dir"])
-    phase.runs = len(runs)
-    phase.trained = phase.runs - _reused(log, before)
-
-
-def _reused(log: Path, start: int) -> int:
-    """Runs a phase copied from the field or skipped (finished before), from what its
-    harness-train process wrote into `log` from byte `start` on (the log keeps every
-    invocation's)."""
-    with log.open("rb") as handle:
-        handle.seek(start)
-        text = handle.read().decode(errors="replace")
-    return text.count("reused: this config finished") + text.count("skipped: this config")
-
-
-@contextlib.contextmanager
-def composing() -> Iterator:
-    """Hydra initialised on the harness's configs, for `compose` (restored afterwards)."""
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    if GlobalHydra.instance().is_initialized():
-        yield
-        return
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        yield
-
-
 def resolved(overrides: list[str]) -> dict:
-    """The resolved config of a run of `harness-train <overrides>` (its hydra node left out);
-    HarnessError (one line) for a config that cannot be composed or resolved."""
-    from hydra import compose
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    from harness.cli import _config_error_message
-
-    try:
-        cfg = compose("config", overrides, return_hydra_config=True)
-        task = OmegaConf.create({k: cfg[k] for k in cfg if k != "hydra"})
-        return OmegaConf.to_container(task, resolve=True)
-    except HarnessError:
-        raise
-    except (HydraException, OmegaConfBaseException) as exc:
-        wrapped = harness_error_in(exc)
-        if wrapped is not None:
-            raise wrapped from None
-        raise ConfigError(_config_error_message(exc)) from None
+    """The resolved config of a run of `harness-train <overrides>` as a dict (`composed`)."""
+    return OmegaConf.to_container(composed(overrides))
 
 
 def check_optimizer(request: Request) -> dict[str, bool]:

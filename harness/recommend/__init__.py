@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> None:
 def recommend(argv: list[str]) -> None:
     import pandas as pd
 
+    from harness import zoo_phases
     from harness.recommend import answer, estimate, protocol, settings
     from harness.results import load_runs
 
@@ -48,7 +49,7 @@ def recommend(argv: list[str]) -> None:
     phases = protocol.phases(request, contenders)
     for phase in phases:
         print(f"phase {phase.name}: {phase.folder} (log: {log})", flush=True)
-        protocol.run_phase(phase, log)
+        zoo_phases.run_phase(phase, log)
     runs = load_runs(phases[2].folder)
     runs = runs[runs["optimizer"].astype(str).isin(contenders)]
     table = answer.ranks(runs)

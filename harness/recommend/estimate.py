@@ -8,8 +8,9 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 
-from harness.recommend.protocol import EDGE_TRIALS, SEEDS, SHORTLIST, composed, lengths
+from harness.recommend.protocol import EDGE_TRIALS, SEEDS, SHORTLIST, lengths
 from harness.recommend.settings import Request
+from harness.zoo_phases import composed
 
 
 @dataclass
@@ -47,10 +48,11 @@ def estimate(request: Request, contenders: list[str], workers: int) -> Cost:
     and time its step; the phases' cost from those times."""
     import torch
 
-    from harness.recommend.protocol import composing, phase_overrides
+    from harness.recommend.protocol import phase_overrides
     from harness.training import run as run_module
     from harness.training.first_step import checked_step_time
     from harness.training.job import Job
+    from harness.zoo_phases import composing
 
     n = lengths(request)
     step_s, evals = {}, 0.0

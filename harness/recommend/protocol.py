@@ -9,24 +9,14 @@ resume), so a stopped answer goes on where it stopped."""
 
 from __future__ import annotations
 
-import contextlib
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import OmegaConf
+from harness.recommend.settings import Request
+from harness.zoo_phases import PHASES, TRAIN, Phase
 
-from harness.errors import ConfigError, HarnessError, harness_error_in
-from harness.recommend.settings import CONF_DIR, Request
-
-PHASES = ("tune", "shortlist", "evaluate")
 PRESETS = ("zoo_tune", "zoo_shortlist", "zoo")
 SHORTLIST, SEEDS = 3, 3  # conf/zoo_phase/shortlist.yaml's budget, evaluate.yaml's seeds
 EDGE_TRIALS = 2 * 5  # tune.beyond_edge: up to 2 rounds of 5 more trials
-TRAIN = (sys.executable, "-c", "from harness.cli import train; train()")
 # smoke: tiny subsets and a few iterations (the protocol's shape; its numbers mean nothing)
 SMOKE_DATA = [
     "data.train_size=500",
@@ -84,71 +74,8 @@ def quoted(path: Path) -> str:
     return "'" + str(path).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-@dataclass
-class Phase:
-    name: str
-    command: list[str]
-    folder: Path
-    seconds: float = 0.0
-
-
 def phases(request: Request, contenders: list[str]) -> list[Phase]:
     return [
         Phase(name, [*TRAIN, "-m", *phase_overrides(request, contenders, i)], request.folder / name)
         for i, name in enumerate(PHASES)
     ]
-
-
-def run_phase(phase: Phase, log: Path) -> None:
-    """One phase as its own harness-train process, its output appended to `log`; a mistake
-    it reports in one line (exit status 2) becomes this command's one line."""
-    start = time.perf_counter()
-    with log.open("a") as sink:
-        sink.write(f"$ harness-train {' '.join(phase.command[3:])}\n")
-        sink.flush()
-        done = subprocess.run(phase.command, stdout=sink, stderr=subprocess.PIPE, text=True)
-        sink.write(done.stderr)
-    phase.seconds = time.perf_counter() - start
-    if done.returncode:
-        lines = [line for line in done.stderr.splitlines() if line.strip()]
-        last = lines[-1] if lines else f"exit status {done.returncode}"
-        if done.returncode == 2:
-            raise ConfigError(f"phase {phase.name}: {last.removeprefix('harness-train: error: ')}")
-        raise RuntimeError(f"phase {phase.name} failed ({last}); its log: {log}")
-
-
-@contextlib.contextmanager
-def composing() -> Iterator:
-    """Hydra initialised on the harness's configs, for `compose` (restored afterwards)."""
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    if GlobalHydra.instance().is_initialized():
-        yield
-        return
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        yield
-
-
-def composed(overrides: list[str]):  # noqa: ANN201 - a DictConfig
-    """The config of a run of `harness-train <overrides>` (its hydra node left out, resolved);
-    a HarnessError (one line) where it cannot be composed."""
-    from hydra import compose
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    from harness.cli import _config_error_message
-
-    try:
-        cfg = compose("config", overrides, return_hydra_config=True)
-        HydraConfig.instance().set_config(cfg)
-        task = OmegaConf.create({k: cfg[k] for k in cfg if k != "hydra"})
-        return OmegaConf.create(OmegaConf.to_container(task, resolve=True))
-    except HarnessError:
-        raise
-    except (HydraException, OmegaConfBaseException) as exc:
-        wrapped = harness_error_in(exc)
-        if wrapped is not None:
-            raise wrapped from None
-        raise ConfigError(_config_error_message(exc)) from None
