@@ -8,6 +8,7 @@ here and names the keys that moved. tests/test_moved_targets.py checks the other
 run's recorded config still hashes to its recorded `config_hash`."""
 
 import copy
+import importlib.util
 import json
 import math
 import shlex
@@ -71,12 +72,29 @@ def decay_commands(experiment: str) -> list[str]:
 
 
 COMMANDS |= {phase: decay_commands(phase) for phase in DECAYED_ZOO}
+
+
+def search_commands(phase: str) -> list[str]:
+    """A phase of the richer search: one command per net over that net's members, as
+    experiments/zoo_search_members.py runs them."""
+    spec = importlib.util.spec_from_file_location(
+        "zoo_search_members", REPO / "experiments" / "zoo_search_members.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    lists = module.members()
+    return [shlex.join(module.command(phase, net, lists[net])[2:]) for net in module.NETS]
+
+
+# the richer search's phases committed so far (its phase 1 grows net by net)
+SEARCH_ZOO = tuple(p for p in ("zoo_search_tune",) if (RESULTS / p / "sweep.json").exists())
+COMMANDS |= {phase: search_commands(phase) for phase in SEARCH_ZOO}
 # The zoo's studies are checked on this many optimizers per command, spread over its list (with
 # the rounds beyond an edge of those that had them): composing a job's config-group choices
 # costs Hydra ~0.4 s, and every optimizer of every zoo phase (~1,500 choices) 13-19 min on this
 # project's 2-core machines. None: every optimizer.
 ZOO_SAMPLE: int | None = 5
-SAMPLED = {"zoo_tune", "zoo_shortlist", "zoo", *DECAYED_ZOO}
+SAMPLED = {"zoo_tune", "zoo_shortlist", "zoo", *DECAYED_ZOO, *SEARCH_ZOO}
 
 # Committed runs that no command composes today for a change in the code, which a preset cannot
 # pin: {study: the runs it concerns}.
