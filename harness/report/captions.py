@@ -16,9 +16,9 @@ _BEST_LR = (
 _CONVERGENCE = (
     f"{_BEST_LR} Left: the whole run; right: its final stretch zoomed. Line: mean over seeds; "
     "band: min-max over seeds; y on a log scale (accuracies as error, 100 - accuracy). The "
-    "legend numbers the settings best first by final validation quality, the rule that chose "
-    "them, and prints each one's final value of the plotted metric: the printed values need "
-    "not fall in order. A cross: where a curve with a diverged seed ends. In a zoo, each net's "
+    "legend prints each setting's final value of the plotted metric and lists the settings by "
+    "it, best first; validation chose the learning rates. A cross: where a curve with a "
+    "diverged seed ends. In a zoo, each net's "
     "best few and the course's best are drawn in colour, the others as thin grey lines."
 )
 
@@ -78,8 +78,8 @@ CAPTIONS = {
 COURSE_CAPTION = (
     "The course's slide of one net: every optimizer at its best learning rate (on validation), "
     "training loss above and test error below, against iterations, y on a log scale; zoomed "
-    "final stretch on the right; the legend numbered by final validation quality and printing "
-    "the plotted value. Line: mean over seeds; band: min-max."
+    "final stretch on the right; the legend lists the settings by the final value it prints, "
+    "best first. Line: mean over seeds; band: min-max."
 )
 KEY_CAPTION = (
     "Final and best test quality and the time per step against the key the sweep varies, "

@@ -36,7 +36,6 @@ from harness.style import (
     X_LABELS,
     Study,
     context_entries,
-    focus_note,
     is_percent,
     legend_column_width,
     line_style,
@@ -45,7 +44,6 @@ from harness.style import (
     lr_text,
     net_order,
     net_title,
-    seeds_text,
     setting_order,
     setting_styles,
     styled,
@@ -109,8 +107,8 @@ def convergence_figure(
     name = METRIC_LABELS.get(metric, metric).split(" (")[0]
     if "loss" in metric:
         name += f" ({LOSS_NAMES.get(analysis.quality(runs), 'loss')})"
-    shown = "as error on a log axis" if is_percent(metric) else "on a log axis"
-    what = f"{name.capitalize()} against {X_WORDS.get(x, x)}, drawn {shown}"
+    shown = " (as error, log y)" if is_percent(metric) else " (log y)"
+    what = f"{name.capitalize()} against {X_WORDS.get(x, x)}{shown}"
     return _figure(
         runs, curves, configs, rows, x, what, lambda net, _: net_title(bands, net), study
     )
@@ -141,11 +139,12 @@ def _rate_text(lr) -> str:
 
 def _zoom_title(start: float, end: float, ends: pd.Series, x: str) -> str:
     """The zoom's title: the last quarter where every line ends together (iterations, epochs);
-    on a time axis, where lines end apart, the span it shows, so a reader knows which part of
-    the slower runs it holds."""
+    on a time axis, where lines end apart, the span it shows and how many run on past it."""
     if ends.nunique() <= 1 or x != "time_s":
         return "final stretch (last quarter)"
-    return f"final stretch ({start:.3g}-{end:.3g} s: last quarter of the typical run on)"
+    later = int((ends > end * 1.001).sum())
+    beyond = f"; {later} run{'s' if later > 1 else ''} on past it" if later else ""
+    return f"final stretch: {start:.3g}-{end:.3g} s{beyond}"
 
 
 def _row_name(metric: str) -> str:
@@ -192,16 +191,10 @@ def _figure(runs, curves, configs, rows, x, what, title, study=None) -> Figure:
         full.set_title(title(net, metric), loc="left")
         full.set_ylabel(plotted_label(metric))
     axes[-1, 0].set_xlabel(_x_label(x, runs))  # the zoom shares its axis: its title says which part
-    n_seeds = pd.concat([bands["n_seeds"] for _, _, bands in rows])
-    # a short title: the legend's order says which metric chose it, since the values it prints
-    # are the plotted (test) metric's; the rest of how to read the figure is its caption
-    text = (
-        f"{what}\nlegend: best first by {analysis.selection_text(runs).removeprefix('chosen by ')}"
-        f" (the selection rule), printing the final plotted value; line: mean over "
-        f"{seeds_text(n_seeds)}, band: min-max"
-    )
-    if zoo:
-        text += f"; {focus_note('net by the selection rule')}"
+    # a short title that says which metric chose the learning rates (validation) and that the
+    # legend's order is that of the values it prints; how to read the rest is the caption
+    chooser = analysis.selection_text(runs).removeprefix("chosen by ")
+    text = f"{what}\nlearning rates chosen by {chooser}; legend: best first by the value it prints"
     wrapped_suptitle(fig, text, room=3)  # the 1.0 in made above holds three lines
     return fig
 
@@ -209,20 +202,17 @@ def _figure(runs, curves, configs, rows, x, what, title, study=None) -> Figure:
 def _draw_row(full, zoom, panel, styles, shown, ranked, tuning, metric, x, columns, names) -> None:
     """One net: every setting's band and mean line on both panels (the grey others of a zoo: a
     thin line alone), the zoom's limits (on the `shown` settings), and the legend beside the
-    zoom: the shown settings, numbered by their place among all in `ranked` (the selection
-    rule's order)."""
+    zoom: the shown settings, numbered by their place among all by the final value the legend
+    prints (ties and equal values in `ranked`, the selection rule's order)."""
     # the last quarter of the typical line (lines against time end at different x: a stack's
     # runs together, a run trained alone later or sooner)
     ends = panel.groupby("setting")[x].max()
     typical = ends.median()
     start = typical - FINAL_STRETCH * (typical - panel[x].min())
-    # the zoom runs to the end of the slowest line drawn in colour, so that every line a reader
-    # looks for shows its end (on time axes SOAP runs to 570 s where the typical run stops at
-    # 100 s); only a grey line of a zoo's others that runs on far past the typical one leaves
-    # through the right edge instead of squeezing the others against the left one
-    coloured = ends[ends.index.isin(shown)]
-    end = max(coloured.max() if len(coloured) else -np.inf, typical + 2 * (typical - start))
-    end = min(ends.max(), end)
+    # a line that runs on far past the typical one (a run many times slower: YellowFin, SOAP)
+    # leaves through the zoom's right edge instead of squeezing every other line against its
+    # left one; the zoom's title gives the span it shows, so that none is taken for the end
+    end = min(ends.max(), typical + 2 * (typical - start))
     entries, stretch = [], []
     # the columns drawn, as arrays per setting (a zoo's panel: 134 settings of 215 config keys)
     drawn = panel[["setting", x, "min", "max", "mean"]].sort_values(["setting", x], kind="stable")
@@ -254,7 +244,11 @@ def _draw_row(full, zoom, panel, styles, shown, ranked, tuning, metric, x, colum
         label += _final_text(metric, final)
         if first["n_diverged"]:
             label += f" ({first['n_diverged']}/{first['n_seeds']} diverged)"
-        entries.append((ranked.index(setting), handle, label, setting in shown))
+        # the legend lists the settings by the value it prints (lower is better for every
+        # plotted metric: losses, RMSE, accuracy as error), a diverged one last; a legend in
+        # the selection's order printed test errors that jumped up and down the list
+        key = (bool(first["n_diverged"]), final if np.isfinite(final) else np.inf)
+        entries.append((key, ranked.index(setting), handle, label, setting in shown))
         if setting in shown:
             inside = (line[x] >= start) & (line[x] <= end)
             stretch += [*low[inside], *mean[inside]]
@@ -270,8 +264,8 @@ def _draw_row(full, zoom, panel, styles, shown, ranked, tuning, metric, x, colum
         low, high = finite.min(), np.quantile(finite, 0.9)
         zoom.set_ylim(low / 1.08, high * 1.15)
     zoom.set_title(_zoom_title(start, end, ends, x), loc="left", fontsize=9)
-    entries.sort(key=lambda e: e[0])
-    legend = [(h, f"{i}. {text}") for i, (_, h, text, on) in enumerate(entries, start=1) if on]
+    entries.sort(key=lambda e: (e[0], e[1]))
+    legend = [(h, f"{i}. {text}") for i, (_, _, h, text, on) in enumerate(entries, start=1) if on]
     legend += context_entries(len(entries) - len(legend))
     zoom.legend(
         [h for h, _ in legend],
