@@ -13,7 +13,8 @@ Writes <decayed>/reading.md, per net:
   rankings (by mean test accuracy) of the optimizers both studies hold;
 * **who beats the decayed reference:** the best of the course's nine under the decayed rate
   (chosen on validation) against every other decayed setting (`analysis.against_reference`),
-  at 95 % and after Bonferroni's correction for the net's comparisons;
+  at 95 % and after Bonferroni's and Holm's corrections for the net's comparisons, TOST at
+  ±0.2 points and the bootstrap interval of the first setting's rank (`report.significance`);
 * **Schedule-Free at a constant rate against the best decayed optimizer:** the best of the
   Schedule-Free family in the constant-rate zoo (chosen on validation) against the best setting
   of the decayed study (chosen on validation), Welch's interval of the difference.
@@ -35,10 +36,18 @@ from matplotlib.lines import Line2D
 from scipy import stats
 
 from harness import analysis, report, style
-from harness.analysis.reference import BETTER, REFERENCE, TIED, WORSE, welch_interval
+from harness.analysis.reference import (
+    BETTER,
+    REFERENCE,
+    TIED,
+    WORSE,
+    welch_interval,
+    with_family_verdicts,
+)
 from harness.errors import ConfigError, run_reading
 from harness.markdown import markdown_table
-from harness.report.common import optimizer_targets
+from harness.report.common import optimizer_targets, study_of
+from harness.report.significance import comparison_table, margin_text
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEDULE_FREE = "schedulefree"  # the family's names begin with it
@@ -46,7 +55,8 @@ FIGURE = "constant_vs_decayed.png"
 # The figure's colours: the constant rate in grey, the decayed one in blue.
 SCHEDULES = {"constant": ("0.45", "o"), "decayed": ("#1f77b4", "s")}
 SHOWN_BELOW = 3.0  # points below a net's best mean that its panel shows; lower means at its edge
-OUTLIER_IQRS = 6.0  # and no further below the panel's median mean than this many IQRs
+OUTLIER_IQRS = 4.0  # and no further below the panel's median mean than this many IQRs
+EDGE = 0.25  # points of room left of a panel's lowest mean shown
 
 
 def picked(runs: pd.DataFrame) -> pd.DataFrame:
@@ -165,13 +175,27 @@ def beats_reference(net: str, decayed: pd.DataFrame) -> list[str]:
     reference = rows[rows["verdict"] == "reference"].iloc[0]
     test = analysis.final_quality(decayed)
     counts = rows["verdict"].value_counts()
-    better = strict[strict["verdict"] == BETTER]["setting"].tolist()
+    named = display_names(decayed)
+    better = [named.get(o, o) for o in strict[strict["verdict"] == BETTER]["setting"]]
+    holm = with_family_verdicts(decayed, rows, style.COURSE_OPTIMIZERS)["holm"]
+    tested, margin = comparison_table(decayed, rows, net, study_of(decayed))
+    tost = tested[next(c for c in tested if c.startswith("TOST"))].str.split().str[0]
+    tost = tost.value_counts()
+    ranks = tested["rank [95 % bootstrap]"]
+    first = tested.loc[ranks.str.split().str[0].astype(int).idxmin()]
     return [
-        f"Decayed reference (the course's best on validation): {reference['setting']} "
+        "Decayed reference (the course's best on validation): "
+        f"{named.get(reference['setting'], reference['setting'])} "
         f"(peak lr {reference['lr']:.3g}), {100 * reference[f'{test}_mean']:.2f} % test accuracy. "
         f"Of {m} other decayed settings, at 95 %: {counts.get(BETTER, 0)} better, "
         f"{counts.get(WORSE, 0)} worse, {counts.get(TIED, 0)} not told apart; after Bonferroni "
-        f"over {m}: {len(better)} better" + (f" ({', '.join(better)})" if better else "") + ".",
+        f"over {m}: {len(better)} better" + (f" ({', '.join(better)})" if better else "") + "; "
+        f"after Holm: {(holm == BETTER).sum()} better, {(holm == WORSE).sum()} worse. TOST at "
+        f"{margin_text(test, margin)} (two one-sided Welch tests at 5 %): "
+        f"{tost.get('equivalent', 0)} equivalent to the reference, {tost.get('different', 0)} "
+        f"different, {tost.get('undecided', 0)} undecided. How sure is #1: {first['setting']}, "
+        f"first in {first['P(#1)']} of 2000 bootstrap resamples of the seeds, its rank's 95 % "
+        f"interval {first['rank [95 % bootstrap]'].split()[1]}.",
         "",
     ]
 
@@ -183,6 +207,7 @@ def schedule_free(net: str, constant: pd.DataFrame, decayed: pd.DataFrame) -> li
     b = b[(b["net"] == net) & (b["n_diverged"] == 0)]
     if a.empty or b.empty:
         return []
+    named = display_names(pd.concat([constant, decayed], ignore_index=True))
     sf = analysis.rank_configs(a).iloc[0]
     best = analysis.rank_configs(b).iloc[0]
     test = analysis.final_quality(decayed)
@@ -191,9 +216,10 @@ def schedule_free(net: str, constant: pd.DataFrame, decayed: pd.DataFrame) -> li
     )
     verdict = "matches it" if low <= 0 <= high else ("beats it" if low > 0 else "trails it")
     return [
-        f"Schedule-Free at a constant rate: {sf['optimizer']} (lr {sf['lr']:.3g}, "
+        f"Schedule-Free at a constant rate: {named.get(sf['optimizer'], sf['optimizer'])} "
+        f"(lr {sf['lr']:.3g}, "
         f"{100 * sf[f'{test}_mean']:.2f} %) against the best decayed setting, "
-        f"{best['optimizer']} ({100 * best[f'{test}_mean']:.2f} %): "
+        f"{named.get(best['optimizer'], best['optimizer'])} ({100 * best[f'{test}_mean']:.2f} %): "
         f"{100 * gain:+.2f} points [{100 * low:+.2f}, {100 * high:+.2f}]: it {verdict} "
         "(it matches where the interval holds zero; the best of each chosen on validation).",
         "",
@@ -222,7 +248,8 @@ def schedule_figure(
         # the axis holds the bulk of the points: one far-off mean (FTRL decayed, 12.4 %) would
         # stretch it over 3 points where the rest lie within 1; it is drawn at the edge instead
         q25, q50, q75 = np.nanpercentile(means, [25, 50, 75])
-        low = max(best - SHOWN_BELOW, q50 - OUTLIER_IQRS * (q75 - q25))
+        cutoff = max(best - SHOWN_BELOW, q50 - OUTLIER_IQRS * (q75 - q25))
+        low = np.nanmin(means[means >= cutoff]) - EDGE  # hugs the lowest mean it shows
         for (column, (color, marker)), shift in zip(SCHEDULES.items(), (0.17, -0.17), strict=True):
             mean = 100 * part[column].to_numpy()
             ci = 100 * part[f"{column}_ci"].fillna(0).to_numpy()
