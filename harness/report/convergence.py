@@ -22,6 +22,7 @@ from matplotlib.transforms import offset_copy
 from harness import analysis
 from harness.report.common import (
     Skipped,
+    fixed_text,
     focus_by_selection,
     ranked_by_selection,
     shown_anywhere,
@@ -194,7 +195,12 @@ def _figure(runs, curves, configs, rows, x, what, title, study=None) -> Figure:
     # a short title that says which metric chose the learning rates (validation) and that the
     # legend's order is that of the values it prints; how to read the rest is the caption
     chooser = analysis.selection_text(runs).removeprefix("chosen by ")
-    text = f"{what}\nlearning rates chosen by {chooser}; legend: best first by the value it prints"
+    # the keys every run of the figure shares (batch 128, 20,000 iterations), stated once here
+    fixed = fixed_text(analysis.runs_of(runs, configs))
+    text = (
+        f"{what}{', ' if fixed else ''}{fixed}\nlearning rates chosen by {chooser}; legend: best first by the value "
+        "it prints"
+    )
     wrapped_suptitle(fig, text, room=3)  # the 1.0 in made above holds three lines
     return fig
 
