@@ -198,8 +198,8 @@ def _figure(runs, curves, configs, rows, x, what, title, study=None) -> Figure:
     # the keys every run of the figure shares (batch 128, 20,000 iterations), stated once here
     fixed = fixed_text(analysis.runs_of(runs, configs))
     text = (
-        f"{what}{', ' if fixed else ''}{fixed}\nlearning rates chosen by {chooser}; legend: best first by the value "
-        "it prints"
+        f"{what}{', ' if fixed else ''}{fixed}\nlearning rates chosen by {chooser}; legend: "
+        "best first by the value it prints"
     )
     wrapped_suptitle(fig, text, room=3)  # the 1.0 in made above holds three lines
     return fig
