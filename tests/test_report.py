@@ -50,6 +50,8 @@ def lines_by_color(ax) -> dict[str, list]:
     for line in ax.get_lines():
         if len(line.get_xdata()) == 0 or line.get_marker() in ("_", "|"):
             continue
+        if line.get_linestyle() == ":" and mcolors.to_hex(line.get_color()) == "#808080":
+            continue  # a marker line of the axes (the profile's score ends at tau 4)
         found.setdefault(names[mcolors.to_hex(line.get_color())], []).append(line)
     return found
 
@@ -560,7 +562,9 @@ def test_the_zoos_reading_is_drawn_from_a_sweeps_tables(smoke_sweep, tmp_path):
     assert text == (sweep / "reading.md").read_text()
     versus = analysis.against_reference(runs, style.COURSE_OPTIMIZERS)
     reference = versus[versus["verdict"] == "reference"].iloc[0]
-    assert f"Reference: {reference['setting']} (lr {reference['lr']:.3g})" in text
+    named = style.DISPLAY_NAMES[reference["optimizer"]]
+    assert f"Reference: {named} (lr {reference['lr']:.3g})" in text
+    assert "After Holm over " in text and "TOST at ±0.2 points" in text
     assert "Not drawn: not a tuning study" in text  # the smoke sweep tuned nothing
     assert "Refused before training" not in text  # no catalogue beside it
     # bad input: one line, exit status 2
@@ -732,10 +736,10 @@ def test_momentum_axis_and_effective_step_figures(momentum_sweep):
     table = analysis.axis_table(runs, analysis.MOMENTUM_KEY)
     accuracy_ax = figures["optimizer.momentum"].get_axes()[0]
     legend = [t.get_text() for t in figures["optimizer.momentum"].legends[0].get_texts()]
-    assert legend == ["momentum: nesterov=False", "momentum: nesterov=True"]
+    assert legend == ["Momentum: nesterov=False", "Momentum: nesterov=True"]  # display names
     lines = [li for li in accuracy_ax.get_lines() if li.get_marker() in ("o", "s")]
     assert len(lines) == 2
-    for line, name in zip(lines, legend, strict=True):
+    for line, name in zip(lines, [n.lower() for n in legend], strict=True):
         expected = table[table["line"] == name].sort_values("x")
         assert expected["x"].tolist() == [0.5, 0.9]
         np.testing.assert_allclose(xy(line)[1], expected["final_test_accuracy_mean"] * 100)
@@ -789,9 +793,11 @@ def test_the_decayed_studys_reading_compares_picks_made_on_validation(smoke_swee
         text.count("Rank correlation of the two verdicts (mean test accuracy): Spearman 1.00") == 2
     )
     assert "over the 2 that diverged under neither: Spearman 1.00" in text  # a seed diverged
-    assert text.count("Decayed reference (the course's best on validation): adam") == 2
+    assert text.count("Decayed reference (the course's best on validation): Adam ") == 2
     assert "after Bonferroni over 2" in text
-    assert text.count("Schedule-Free at a constant rate: schedulefree_adamw") == 2
+    named = zoo_decay_reading.display_names(report.load_sweep_runs(constant))["schedulefree_adamw"]
+    assert text.count(f"Schedule-Free at a constant rate: {named} ") == 2
+    assert text.count("after Holm: ") == 2 and text.count("How sure is #1: ") == 2
     assert text.count("-3.00 points") == 2  # adam - 0.02 against adam + 0.01
     assert f"![Constant against decayed, per net]({zoo_decay_reading.FIGURE})" in text
     assert (decayed / zoo_decay_reading.FIGURE).stat().st_size > 0
@@ -1056,3 +1062,13 @@ def test_the_summary_captions_every_figure_under_a_short_title():
     assert "Target: per net, the rule." in text
     assert text.count("\n*") >= 2  # a caption in italics under each figure
     assert "* skipped: test accuracy and training time against the batch size" in text
+
+
+def test_a_study_never_gives_two_optimizers_one_name():
+    targets = {"adam_7": "torch.optim.Adam", "adam_8": "torch.optim.Adam"}
+    study = style.Study.of(["adam", "adam_7", "adam_8"], targets)
+    assert study.names == {
+        "adam": "Adam",
+        "adam_7": "Adam (torch) [adam_7]",
+        "adam_8": "Adam (torch) [adam_8]",
+    }

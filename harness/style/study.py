@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+import pandas as pd
+
 from harness.style.colors import (
     MIN_COLOR_DISTANCE,
     OPTIMIZER_COLORS,
@@ -65,6 +67,10 @@ class Study:
             looks[optimizer] = {"color": colour, "ls_index": ls, "line_marker": LINE_MARKERS[lm]}
         looks = {o: looks[o] for o in ranked}
         names = {o: display_name(o, targets.get(o)) for o in ranked}
+        # two catalogue names of one class (a config's variants) would share a name: each
+        # then keeps its catalogue name beside it, so that a legend never lists one name twice
+        shared = pd.Series(names).duplicated(keep=False)
+        names = {o: f"{n} [{o}]" if shared[o] else n for o, n in names.items()}
         return cls(looks, names)
 
     @classmethod
