@@ -739,7 +739,8 @@ def test_momentum_axis_and_effective_step_figures(momentum_sweep):
     assert legend == ["Momentum: nesterov=False", "Momentum: nesterov=True"]  # display names
     lines = [li for li in accuracy_ax.get_lines() if li.get_marker() in ("o", "s")]
     assert len(lines) == 2
-    for line, name in zip(lines, [n.lower() for n in legend], strict=True):
+    catalogue = [n.replace("Momentum", "momentum", 1) for n in legend]
+    for line, name in zip(lines, catalogue, strict=True):
         expected = table[table["line"] == name].sort_values("x")
         assert expected["x"].tolist() == [0.5, 0.9]
         np.testing.assert_allclose(xy(line)[1], expected["final_test_accuracy_mean"] * 100)
