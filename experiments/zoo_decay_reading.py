@@ -13,7 +13,8 @@ Writes <decayed>/reading.md, per net:
   rankings (by mean test accuracy) of the optimizers both studies hold;
 * **who beats the decayed reference:** the best of the course's nine under the decayed rate
   (chosen on validation) against every other decayed setting (`analysis.against_reference`),
-  at 95 % and after Bonferroni's correction for the net's comparisons;
+  at 95 % and after Bonferroni's and Holm's corrections for the net's comparisons, TOST at
+  ±0.2 points and the bootstrap interval of the first setting's rank (`report.significance`);
 * **Schedule-Free at a constant rate against the best decayed optimizer:** the best of the
   Schedule-Free family in the constant-rate zoo (chosen on validation) against the best setting
   of the decayed study (chosen on validation), Welch's interval of the difference.
@@ -35,9 +36,18 @@ from matplotlib.lines import Line2D
 from scipy import stats
 
 from harness import analysis, report, style
-from harness.analysis.reference import BETTER, REFERENCE, TIED, WORSE, welch_interval
+from harness.analysis.reference import (
+    BETTER,
+    REFERENCE,
+    TIED,
+    WORSE,
+    welch_interval,
+    with_family_verdicts,
+)
 from harness.errors import ConfigError, run_reading
 from harness.markdown import markdown_table
+from harness.report.common import optimizer_targets, study_of
+from harness.report.significance import comparison_table, margin_text
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEDULE_FREE = "schedulefree"  # the family's names begin with it
@@ -45,6 +55,8 @@ FIGURE = "constant_vs_decayed.png"
 # The figure's colours: the constant rate in grey, the decayed one in blue.
 SCHEDULES = {"constant": ("0.45", "o"), "decayed": ("#1f77b4", "s")}
 SHOWN_BELOW = 3.0  # points below a net's best mean that its panel shows; lower means at its edge
+OUTLIER_IQRS = 4.0  # and no further below the panel's median mean than this many IQRs
+EDGE = 0.25  # points of room left of a panel's lowest mean shown
 
 
 def picked(runs: pd.DataFrame) -> pd.DataFrame:
@@ -130,7 +142,7 @@ def net_section(net: str, table: pd.DataFrame, decayed: pd.DataFrame, constant) 
     down = (rows["high"] < 0).sum()
     shown = pd.DataFrame(
         {
-            "optimizer": rows["optimizer"],
+            "optimizer": rows["optimizer"].map(display_names(decayed)),
             "constant: test (%)": _percents(rows, "constant"),
             "lr": rows["constant_lr"].map("{:.3g}".format),
             "decayed: test (%)": _percents(rows, "decayed"),
@@ -163,13 +175,27 @@ def beats_reference(net: str, decayed: pd.DataFrame) -> list[str]:
     reference = rows[rows["verdict"] == "reference"].iloc[0]
     test = analysis.final_quality(decayed)
     counts = rows["verdict"].value_counts()
-    better = strict[strict["verdict"] == BETTER]["setting"].tolist()
+    named = display_names(decayed)
+    better = [named.get(o, o) for o in strict[strict["verdict"] == BETTER]["setting"]]
+    holm = with_family_verdicts(decayed, rows, style.COURSE_OPTIMIZERS)["holm"]
+    tested, margin = comparison_table(decayed, rows, net, study_of(decayed))
+    tost = tested[next(c for c in tested if c.startswith("TOST"))].str.split().str[0]
+    tost = tost.value_counts()
+    ranks = tested["rank [95 % bootstrap]"]
+    first = tested.loc[ranks.str.split().str[0].astype(int).idxmin()]
     return [
-        f"Decayed reference (the course's best on validation): {reference['setting']} "
+        "Decayed reference (the course's best on validation): "
+        f"{named.get(reference['setting'], reference['setting'])} "
         f"(peak lr {reference['lr']:.3g}), {100 * reference[f'{test}_mean']:.2f} % test accuracy. "
         f"Of {m} other decayed settings, at 95 %: {counts.get(BETTER, 0)} better, "
         f"{counts.get(WORSE, 0)} worse, {counts.get(TIED, 0)} not told apart; after Bonferroni "
-        f"over {m}: {len(better)} better" + (f" ({', '.join(better)})" if better else "") + ".",
+        f"over {m}: {len(better)} better" + (f" ({', '.join(better)})" if better else "") + "; "
+        f"after Holm: {(holm == BETTER).sum()} better, {(holm == WORSE).sum()} worse. TOST at "
+        f"{margin_text(test, margin)} (two one-sided Welch tests at 5 %): "
+        f"{tost.get('equivalent', 0)} equivalent to the reference, {tost.get('different', 0)} "
+        f"different, {tost.get('undecided', 0)} undecided. How sure is #1: {first['setting']}, "
+        f"first in {first['P(#1)']} of 2000 bootstrap resamples of the seeds, its rank's 95 % "
+        f"interval {first['rank [95 % bootstrap]'].split()[1]}.",
         "",
     ]
 
@@ -181,6 +207,7 @@ def schedule_free(net: str, constant: pd.DataFrame, decayed: pd.DataFrame) -> li
     b = b[(b["net"] == net) & (b["n_diverged"] == 0)]
     if a.empty or b.empty:
         return []
+    named = display_names(pd.concat([constant, decayed], ignore_index=True))
     sf = analysis.rank_configs(a).iloc[0]
     best = analysis.rank_configs(b).iloc[0]
     test = analysis.final_quality(decayed)
@@ -189,9 +216,10 @@ def schedule_free(net: str, constant: pd.DataFrame, decayed: pd.DataFrame) -> li
     )
     verdict = "matches it" if low <= 0 <= high else ("beats it" if low > 0 else "trails it")
     return [
-        f"Schedule-Free at a constant rate: {sf['optimizer']} (lr {sf['lr']:.3g}, "
+        f"Schedule-Free at a constant rate: {named.get(sf['optimizer'], sf['optimizer'])} "
+        f"(lr {sf['lr']:.3g}, "
         f"{100 * sf[f'{test}_mean']:.2f} %) against the best decayed setting, "
-        f"{best['optimizer']} ({100 * best[f'{test}_mean']:.2f} %): "
+        f"{named.get(best['optimizer'], best['optimizer'])} ({100 * best[f'{test}_mean']:.2f} %): "
         f"{100 * gain:+.2f} points [{100 * low:+.2f}, {100 * high:+.2f}]: it {verdict} "
         "(it matches where the interval holds zero; the best of each chosen on validation).",
         "",
@@ -199,12 +227,15 @@ def schedule_free(net: str, constant: pd.DataFrame, decayed: pd.DataFrame) -> li
 
 
 @style.styled
-def schedule_figure(table: pd.DataFrame, reference: dict[str, float]) -> Figure:
+def schedule_figure(
+    table: pd.DataFrame, reference: dict[str, float], names: dict[str, str] | None = None
+) -> Figure:
     """Per net, each optimizer's final test accuracy at a constant rate and decayed to zero
     (mean and 95 % CI over seeds, each at its rate chosen on validation), sorted by the decayed
     mean, the best at the top; `reference`: each net's decayed reference mean (a dashed line).
-    A panel shows SHOWN_BELOW points below its best mean: a lower mean is drawn at its left
-    edge with its value written."""
+    A panel shows at most SHOWN_BELOW points below its best mean, and no more than OUTLIER_IQRS
+    interquartile ranges below its median: a lower mean is an arrow at its left edge with its
+    value written."""
     nets = sorted(table["net"].unique(), key=style.natural_key)
     rows = max((table["net"] == net).sum() for net in nets)
     fig = Figure(figsize=(4.2 * len(nets), 1.2 + 0.22 * rows), layout="constrained")
@@ -212,27 +243,34 @@ def schedule_figure(table: pd.DataFrame, reference: dict[str, float]) -> Figure:
     for ax, net in zip(axes, nets, strict=True):
         part = table[table["net"] == net].sort_values("decayed", na_position="first")
         y = np.arange(len(part))
-        best = 100 * np.nanmax(part[["constant", "decayed"]].to_numpy())
-        low = best - SHOWN_BELOW
+        means = 100 * part[["constant", "decayed"]].to_numpy()
+        best = np.nanmax(means)
+        # the axis holds the bulk of the points: one far-off mean (FTRL decayed, 12.4 %) would
+        # stretch it over 3 points where the rest lie within 1; it is drawn at the edge instead
+        q25, q50, q75 = np.nanpercentile(means, [25, 50, 75])
+        cutoff = max(best - SHOWN_BELOW, q50 - OUTLIER_IQRS * (q75 - q25))
+        low = np.nanmin(means[means >= cutoff]) - EDGE  # hugs the lowest mean it shows
         for (column, (color, marker)), shift in zip(SCHEDULES.items(), (0.17, -0.17), strict=True):
             mean = 100 * part[column].to_numpy()
             ci = 100 * part[f"{column}_ci"].fillna(0).to_numpy()
             below = mean < low
             ax.errorbar(
-                np.where(below, low, mean),
-                y + shift,
-                xerr=np.where(below, 0, ci),
+                mean[~below],
+                (y + shift)[~below],
+                xerr=ci[~below],
                 fmt=marker,
                 color=color,
                 markersize=4,
                 elinewidth=1,
                 capsize=0,
             )
+            # off the axis to the left: an arrow at the edge, its value beside it
+            ax.plot(np.full(below.sum(), low), (y + shift)[below], "<", color=color, ms=5)
             for row in np.flatnonzero(below):
                 ax.annotate(
-                    f" {mean[row]:.1f}",
+                    f"{mean[row]:.1f}",
                     (low, y[row] + shift),
-                    xytext=(3, 0),
+                    xytext=(6, 0),
                     textcoords="offset points",
                     fontsize=7,
                     color=color,
@@ -240,7 +278,7 @@ def schedule_figure(table: pd.DataFrame, reference: dict[str, float]) -> Figure:
                 )
         if net in reference:
             ax.axvline(100 * reference[net], color=SCHEDULES["decayed"][0], ls="--", lw=0.8)
-        ax.set_yticks(y, part["optimizer"], fontsize=8)
+        ax.set_yticks(y, [(names or {}).get(o, o) for o in part["optimizer"]], fontsize=8)
         ax.set_ylim(-0.7, len(part) - 0.3)
         ax.set_xlim(low - 0.15, best + 0.6)
         ax.set_xlabel("final test accuracy (%)")
@@ -260,6 +298,12 @@ def schedule_figure(table: pd.DataFrame, reference: dict[str, float]) -> Figure:
         "chosen on validation (mean and 95 % CI over seeds)",
     )
     return fig
+
+
+def display_names(runs: pd.DataFrame) -> dict[str, str]:
+    """Each optimizer's display name ('Schedule-Free RAdam (schedulefree)'), by its class."""
+    targets = optimizer_targets(runs)
+    return {o: style.display_name(o, targets.get(o)) for o in runs["optimizer"].unique()}
 
 
 def decayed_references(decayed: pd.DataFrame) -> dict[str, float]:
@@ -299,7 +343,9 @@ def main(decayed_sweep: Path, constant_sweep: Path) -> str:
     ]
     for net in sorted(table["net"].unique(), key=style.natural_key):
         lines += net_section(net, table, decayed, constant)
-    style.save_figure(schedule_figure(table, decayed_references(decayed)), decayed_sweep / FIGURE)
+    names = display_names(pd.concat([decayed, constant], ignore_index=True))
+    figure = schedule_figure(table, decayed_references(decayed), names)
+    style.save_figure(figure, decayed_sweep / FIGURE)
     lines += [f"![Constant against decayed, per net]({FIGURE})", ""]
     text = "\n".join(lines)
     (decayed_sweep / "reading.md").write_text(text)

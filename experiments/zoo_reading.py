@@ -8,7 +8,10 @@ Writes <sweep>/reading.md, per net:
   best of the course's nine optimizers (chosen the same way), with the 95 % interval of the
   gain in test accuracy (Welch's t over seeds: `analysis.against_reference`), and the same
   verdict with the interval widened for the net's m comparisons (Bonferroni: 1 - 0.05 / m), since
-  among 130 settings a few intervals leave zero out by chance alone;
+  among 130 settings a few intervals leave zero out by chance alone, and Holm's step-down
+  beside it; TOST at ±0.2 points (equivalent / different / undecided), the probability that a
+  seed beats one of the reference, and the bootstrap interval of each setting's rank
+  (`report.significance`);
 * **which are cheap to tune:** from the study the rates were tuned in (`report.tuning_study`:
   phase 1's random rates), the expected validation error after one trial and after all of them;
 * **which are expensive per step:** one optimizer step of the net timed alone
@@ -38,6 +41,8 @@ from harness.analysis.reference import (
 )
 from harness.errors import ConfigError, run_reading
 from harness.markdown import markdown_table
+from harness.report.common import study_of
+from harness.report.significance import comparison_table, margin_text
 from harness.tuning import tuning_curves
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,14 +67,16 @@ def beats(runs: pd.DataFrame, versus: pd.DataFrame) -> list[str]:
         )
         lines += [f"### {net}", "", f"No reference: {why}.", ""]
     versus = with_family_verdicts(runs, versus, style.COURSE_OPTIMIZERS)
+    study = study_of(runs)
     for net, rows in versus.groupby("net", sort=False):
         m = len(rows) - 1  # every setting but the reference
         reference = rows[rows["verdict"] == REFERENCE].iloc[0]
+        named = study.setting(reference["setting"], reference["optimizer"])
         counts = rows["verdict"].value_counts()
         lines += [
             f"### {net}",
             "",
-            f"Reference: {reference['setting']} (lr {reference['lr']:.3g}), "
+            f"Reference: {named} (lr {reference['lr']:.3g}), "
             f"{100 * reference[f'{test}_mean']:.2f} % test accuracy. Of {m} other settings: "
             + ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS)
             + " at 95 %"
@@ -82,14 +89,35 @@ def beats(runs: pd.DataFrame, versus: pd.DataFrame) -> list[str]:
             + ".",
             "",
         ]
+        tested, margin = comparison_table(runs, versus, net, study)
+        tost_column = next(c for c in tested if c.startswith("TOST"))
+        tost = tested[tost_column].str.split().str[0].value_counts()
+        first = tested.assign(_rank=tested["rank [95 % bootstrap]"].str.split().str[0].astype(int))
+        first = first.sort_values("_rank", kind="stable").iloc[0]
+        lines += [
+            f"After Holm over {m}: "
+            + ", ".join(f"{rows['holm'].eq(v).sum()} {v}" for v in VERDICTS[:2])
+            + f". TOST at {margin_text(test, margin)} of test accuracy (two one-sided Welch "
+            f"tests at 5 %): {tost.get('equivalent', 0)} equivalent to the reference, "
+            f"{tost.get('different', 0)} different, {tost.get('undecided', 0)} undecided "
+            "(settings with a diverged seed left out). How sure is #1: "
+            f"{first['setting']}, first in {first['P(#1)']} of 2000 bootstrap resamples of the "
+            f"seeds, its rank's 95 % interval {first['rank [95 % bootstrap]'].split()[1]}.",
+            "",
+        ]
         better = rows[rows["verdict"] == BETTER]
         if len(better):
             table = report.reference_table(better, net)  # the summary's table, those rows
-            table.insert(
-                table.columns.get_loc("verdict") + 1,
-                "after Bonferroni",
-                better["bonferroni"].to_numpy(),
-            )
+            table["setting"] = [
+                study.setting(s, o)
+                for s, o in zip(better["setting"], better["optimizer"], strict=True)
+            ]
+            at = table.columns.get_loc("verdict") + 1
+            table.insert(at, "after Bonferroni", better["bonferroni"].to_numpy())
+            table.insert(at + 1, "after Holm", better["holm"].to_numpy())
+            extra = tested.reindex(better["config_id"])
+            for column in (tost_column, "P(better than ref.)", "rank [95 % bootstrap]"):
+                table[column] = extra[column].fillna("diverged").to_numpy()
             lines += [markdown_table(table, index=False), ""]
     return lines
 

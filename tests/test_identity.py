@@ -93,7 +93,7 @@ def test_labels_of_the_report_name_the_keys_that_vary(activations_by_decay):
     # ranked by final training loss, each with its value: every setting once, named fully
     names = [re.fullmatch(r"\d+\. (.*): [\d.e+-]+", t).group(1) for t in legend]
     assert sorted(names) == [
-        f"adam: weight_decay={wd}, model.activations=[{act}], lr 0.001"
+        f"Adam: weight_decay={wd}, model.activations=[{act}], lr 0.001"
         for wd in ("0", "0.1")
         for act in ("relu", "sigmoid")
     ]

@@ -50,6 +50,8 @@ def lines_by_color(ax) -> dict[str, list]:
     for line in ax.get_lines():
         if len(line.get_xdata()) == 0 or line.get_marker() in ("_", "|"):
             continue
+        if line.get_linestyle() == ":" and mcolors.to_hex(line.get_color()) == "#808080":
+            continue  # a marker line of the axes (the profile's score ends at tau 4)
         found.setdefault(names[mcolors.to_hex(line.get_color())], []).append(line)
     return found
 
@@ -88,32 +90,31 @@ def test_convergence_lines_are_the_mean_over_seeds_of_the_curves_table(tables):
         # the zoom shows the last quarter; its legend numbers the settings by the selection rule
         low, high = zoom.get_xlim()
         assert high == 60 and low == 60 - 0.25 * 60
+        # the legend lists the settings by the final value it prints, the lowest loss first
         legend = [t.get_text() for t in zoom.get_legend().get_texts()]
-        ranked = analysis.rank_configs(best[best["net"] == net])["optimizer"]
+        ranked = sorted(final, key=lambda o: final[o][1])
         assert legend == [
-            f"{i}. {o}, lr {final[o][0]:.3g}: {final[o][1]:.3g}"
+            f"{i}. {style.DISPLAY_NAMES[o]}, lr {final[o][0]:.3g}: {final[o][1]:.3g}"
             for i, o in enumerate(ranked, start=1)
         ]
     assert axes[0, 0].get_ylabel().startswith("training loss")
     assert "iteration" in axes[1, 0].get_xlabel()
 
 
-def test_convergence_legends_number_the_settings_by_validation_not_the_plotted_metric(tables):
-    """Validation is made to rank the settings in the reverse of their test accuracy: the legend
-    of the test-accuracy figure numbers them by validation all the same, and its title says so."""
+def test_convergence_legends_list_the_settings_by_the_value_they_print(tables):
+    """Validation is made to rank the settings in the reverse of their test accuracy: the
+    learning rates are chosen on validation all the same (the title says so), while the legend
+    of the test-accuracy figure lists them by the test error it prints, so that its values fall
+    in order (listed by validation, they jumped up and down)."""
     runs, curves = tables
     runs = runs.assign(final_val_accuracy=1 - runs["final_test_accuracy"])
     fig = report.convergence_figure(runs, curves, "test_accuracy")
-    best = analysis.best_at_reference_batch(runs)[1]
-    for net, zoom in zip(["net1", "net2"], fig.get_axes()[1::2], strict=True):
-        mine = best[best["net"] == net]
-        by_val = mine.sort_values("final_val_accuracy_mean", ascending=False)["optimizer"]
-        by_test = mine.sort_values("final_test_accuracy_mean", ascending=False)["optimizer"]
-        assert by_val.tolist() == by_test.tolist()[::-1]
+    for zoom in fig.get_axes()[1::2]:
         legend = [t.get_text() for t in zoom.get_legend().get_texts()]
-        numbered = [re.match(r"(\d+)\. (\w+), lr ", text).groups() for text in legend]
-        assert numbered == [(str(i), o) for i, o in enumerate(by_val, start=1)]
-    assert "numbered in the legend (best first), both chosen by final validation accuracy" in (
+        printed = [float(re.search(r": ([\d.]+) %", text).group(1)) for text in legend]
+        assert printed == sorted(printed)
+        assert [int(text.split(".")[0]) for text in legend] == list(range(1, len(legend) + 1))
+    assert "learning rates chosen by final validation accuracy; legend: best first by the" in (
         fig._suptitle.get_text().replace("\n", " ")
     )
 
@@ -154,7 +155,7 @@ def test_convergence_marks_a_diverged_curve_where_it_ends(tables):
     cross = [line for line in lines if line.get_marker() == "x"]
     assert len(cross) == 1 and list(cross[0].get_xdata()) == [0]
     (legend,) = [t.get_text() for t in fig.get_axes()[1].get_legend().get_texts()]
-    assert re.fullmatch(r"1\. sgd, lr 50: [\d.]+ % \(2/2 diverged\)", legend)
+    assert re.fullmatch(r"1\. SGD, lr 50: [\d.]+ % \(2/2 diverged\)", legend)
 
 
 @pytest.mark.slow
@@ -264,7 +265,11 @@ def test_time_to_target_bars_are_the_fastest_configs(tables):
         fastest = analysis.fastest_configs(ts, measure)
         for col, net in enumerate(["net1", "net2"]):
             ax = axes[row, col]
-            names = [t.get_text() for t in ax.get_yticklabels()]
+            # tick labels name settings by display name ('SGD: batch_size=64')
+            names = [
+                re.sub(r"^[^:]+", lambda m: CATALOGUE[m.group(0)], t.get_text())
+                for t in ax.get_yticklabels()
+            ]
             widths = [bar.get_width() for bar in ax.patches]
             expected = fastest[fastest["net"] == net].set_index("setting").loc[names]
             cost = expected[f"{measure}_cost"]
@@ -309,9 +314,17 @@ def test_performance_profile_steps_are_the_profile(tables):
 
 
 def optimizer_named(label: str) -> str:
-    """The optimizer a legend entry or tick label names: 'adam: weight_decay=0.1, lr 0.01', or
-    a ranked entry '2. adam, lr 0.01: 7.5 %'."""
+    """The optimizer (display name) a legend entry or tick label names: 'Adam: weight_decay=0.1,
+    lr 0.01', or a ranked entry '2. Adam, lr 0.01: 7.5 %'."""
     return re.split(r"[:,]", re.sub(r"^\d+\. ", "", label), maxsplit=1)[0].strip()
+
+
+CATALOGUE = {shown: name for name, shown in style.DISPLAY_NAMES.items()}
+
+
+def catalogue_named(label: str) -> str:
+    """The catalogue name of the optimizer a label names by its display name ('Adam' -> 'adam')."""
+    return CATALOGUE[optimizer_named(label)]
 
 
 @pytest.mark.slow
@@ -350,7 +363,9 @@ def test_one_colour_per_optimizer_in_every_figure(tables):
                 if hasattr(artist, "get_linestyle") and not hasattr(artist, "get_width")
                 else artist.get_facecolor()
             )
-            colours.setdefault(optimizer_named(label), set()).add(mcolors.to_hex(colour))
+            # every figure names an optimizer by its display name, never its catalogue name
+            assert optimizer_named(label) in CATALOGUE, (name, label)
+            colours.setdefault(catalogue_named(label), set()).add(mcolors.to_hex(colour))
     assert set(colours) == {"sgd", "momentum", "adam"}
     for optimizer, drawn in colours.items():
         assert drawn == {style.OPTIMIZER_COLORS[optimizer]}, optimizer
@@ -547,7 +562,9 @@ def test_the_zoos_reading_is_drawn_from_a_sweeps_tables(smoke_sweep, tmp_path):
     assert text == (sweep / "reading.md").read_text()
     versus = analysis.against_reference(runs, style.COURSE_OPTIMIZERS)
     reference = versus[versus["verdict"] == "reference"].iloc[0]
-    assert f"Reference: {reference['setting']} (lr {reference['lr']:.3g})" in text
+    named = style.DISPLAY_NAMES[reference["optimizer"]]
+    assert f"Reference: {named} (lr {reference['lr']:.3g})" in text
+    assert "After Holm over " in text and "TOST at ±0.2 points" in text
     assert "Not drawn: not a tuning study" in text  # the smoke sweep tuned nothing
     assert "Refused before training" not in text  # no catalogue beside it
     # bad input: one line, exit status 2
@@ -719,10 +736,11 @@ def test_momentum_axis_and_effective_step_figures(momentum_sweep):
     table = analysis.axis_table(runs, analysis.MOMENTUM_KEY)
     accuracy_ax = figures["optimizer.momentum"].get_axes()[0]
     legend = [t.get_text() for t in figures["optimizer.momentum"].legends[0].get_texts()]
-    assert legend == ["momentum: nesterov=False", "momentum: nesterov=True"]
+    assert legend == ["Momentum: nesterov=False", "Momentum: nesterov=True"]  # display names
     lines = [li for li in accuracy_ax.get_lines() if li.get_marker() in ("o", "s")]
     assert len(lines) == 2
-    for line, name in zip(lines, legend, strict=True):
+    catalogue = [n.replace("Momentum", "momentum", 1) for n in legend]
+    for line, name in zip(lines, catalogue, strict=True):
         expected = table[table["line"] == name].sort_values("x")
         assert expected["x"].tolist() == [0.5, 0.9]
         np.testing.assert_allclose(xy(line)[1], expected["final_test_accuracy_mean"] * 100)
@@ -776,9 +794,11 @@ def test_the_decayed_studys_reading_compares_picks_made_on_validation(smoke_swee
         text.count("Rank correlation of the two verdicts (mean test accuracy): Spearman 1.00") == 2
     )
     assert "over the 2 that diverged under neither: Spearman 1.00" in text  # a seed diverged
-    assert text.count("Decayed reference (the course's best on validation): adam") == 2
+    assert text.count("Decayed reference (the course's best on validation): Adam ") == 2
     assert "after Bonferroni over 2" in text
-    assert text.count("Schedule-Free at a constant rate: schedulefree_adamw") == 2
+    named = zoo_decay_reading.display_names(report.load_sweep_runs(constant))["schedulefree_adamw"]
+    assert text.count(f"Schedule-Free at a constant rate: {named} ") == 2
+    assert text.count("after Holm: ") == 2 and text.count("How sure is #1: ") == 2
     assert text.count("-3.00 points") == 2  # adam - 0.02 against adam + 0.01
     assert f"![Constant against decayed, per net]({zoo_decay_reading.FIGURE})" in text
     assert (decayed / zoo_decay_reading.FIGURE).stat().st_size > 0
@@ -960,3 +980,96 @@ def test_the_decayed_studys_members_are_chosen_on_validation(smoke_sweep, tmp_pa
     refused = members_of(unsplit)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
     assert "no validation accuracy" in refused.stderr
+
+
+def test_each_nets_target_is_reached_by_its_reference_with_every_seed(tables):
+    """The per-net target (validation) is the worst seed's final value of the net's reference:
+    the reference reaches it on every net with every seed, and the time-to-target table says
+    so; a fixed target above a net's reach would leave that net empty."""
+    runs, curves = tables
+    targets = analysis.reference_targets(runs, ["momentum"])
+    assert set(targets) == {"net1", "net2"}
+    ttt = analysis.time_to_target(runs, curves, targets)
+    for net, target in targets.items():
+        best = analysis.best_at_reference_batch(runs)[1]
+        mine = best[(best["net"] == net) & (best["optimizer"] == "momentum")]
+        chosen = analysis.rank_configs(mine).iloc[0]["config_id"]
+        seeds = ttt[ttt["config_id"] == chosen]
+        assert seeds["reached"].all(), net
+        assert (seeds["target"] == target).all()
+        final = runs.loc[runs["config_id"] == chosen, "final_val_accuracy"]
+        assert target == final.min()
+
+
+def test_time_to_target_bars_are_in_the_order_of_the_values_they_show(tables):
+    runs, curves = tables
+    targets = analysis.reference_targets(runs, ["momentum"])
+    ts = analysis.summarize_time_to_target(analysis.time_to_target(runs, curves, targets))
+    fig = report.time_to_target_figure(ts, targets)
+    for ax in fig.get_axes():
+        reached = [bar.get_width() for bar in ax.patches if bar.get_width() > 0]
+        ys = [bar.get_y() for bar in ax.patches if bar.get_width() > 0]
+        # bars listed top down: the fastest first
+        order = np.argsort(ys)
+        assert list(np.array(reached)[order]) == sorted(reached) or list(
+            np.array(reached)[order]
+        ) == sorted(reached, reverse=True)
+        assert "target" in ax.get_title() or not ax.get_title()
+
+
+def test_an_optimizer_keeps_its_look_across_the_figures_of_a_study():
+    """Two figures of one study showing different settings in colour draw each optimizer in
+    the same colour, line style and marker (a figure choosing its own colours gave MARS one
+    colour in one figure and another in the next)."""
+    study = style.Study.of(["mars", "lion", "adam", "soap", "came", "tiger"])
+    frame = pd.DataFrame({"setting": ["mars", "lion", "adam", "soap", "came", "tiger"]}).assign(
+        optimizer=lambda f: f["setting"]
+    )
+    first = style.setting_styles(frame, shown=["lion", "soap", "adam"], study=study)
+    second = style.setting_styles(frame, shown=["soap", "came", "mars", "lion"], study=study)
+    for optimizer in ("lion", "soap"):
+        a, b = first[optimizer], second[optimizer]
+        assert (a["color"], a["ls"], a["line_marker"]) == (b["color"], b["ls"], b["line_marker"])
+    assert first["adam"]["color"] == style.OPTIMIZER_COLORS["adam"]
+    # beyond the palette's few colours, the next line style or marker tells optimizers apart
+    looks = [
+        (study.look(o)["color"], study.look(o)["ls_index"], study.look(o)["line_marker"])
+        for o in ("mars", "lion", "soap", "came", "tiger")
+    ]
+    assert len(set(looks)) == len(looks)
+    assert len({colour for colour, _, _ in looks}) <= style.STUDY_HUES
+
+
+def test_display_names_tell_apart_what_catalogue_names_blur():
+    assert style.display_name("adam") == "Adam"
+    a = style.display_name("schedulefreeradam", "pytorch_optimizer.ScheduleFreeRAdam")
+    b = style.display_name("schedulefree_radam", "schedulefree.RAdamScheduleFree")
+    assert a == "Schedule-Free RAdam (pytorch-optimizer)"
+    assert b == "Schedule-Free RAdam (schedulefree)"
+    names = {"adam": "Adam"}
+    assert style.display_setting("adam: weight_decay=0.1", "adam", names) == (
+        "Adam: weight_decay=0.1"
+    )
+    assert style.display_setting("adamax", "adam", names) == "adamax"  # a prefix is no match
+
+
+def test_the_summary_captions_every_figure_under_a_short_title():
+    text = report.summary.figures_markdown(
+        {"time_to_target": "time_to_target.png", "course_net1": "course_net1.png"},
+        {"batch_size": "a single batch size"},
+        "Target: per net, the rule.",
+    )
+    assert "![iterations and seconds to the target accuracy](time_to_target.png)" in text
+    assert "Target: per net, the rule." in text
+    assert text.count("\n*") >= 2  # a caption in italics under each figure
+    assert "* skipped: test accuracy and training time against the batch size" in text
+
+
+def test_a_study_never_gives_two_optimizers_one_name():
+    targets = {"adam_7": "torch.optim.Adam", "adam_8": "torch.optim.Adam"}
+    study = style.Study.of(["adam", "adam_7", "adam_8"], targets)
+    assert study.names == {
+        "adam": "Adam",
+        "adam_7": "Adam (torch) [adam_7]",
+        "adam_8": "Adam (torch) [adam_8]",
+    }

@@ -71,8 +71,10 @@ from harness.analysis.metrics import (
     without_validation,
 )
 from harness.analysis.profiles import (
+    SCORE_TAU,
     performance_profile,
     profile_costs,
+    profile_score,
     profile_tables,
 )
 from harness.analysis.reference import against_reference, welch_interval
@@ -91,9 +93,12 @@ from harness.analysis.summaries import (
 )
 from harness.analysis.time_to_target import (
     TARGET_MEASURES,
+    TARGET_RULE,
     fastest_configs,
     quality_at_time,
+    reference_targets,
     summarize_time_to_target,
+    target_of,
     time_to_target,
 )
 
@@ -112,6 +117,11 @@ __all__ = [
     "SHORT_COLUMNS",
     "SUMMARY_METRICS",
     "TARGET_MEASURES",
+    "TARGET_RULE",
+    "SCORE_TAU",
+    "profile_score",
+    "reference_targets",
+    "target_of",
     "against_reference",
     "along",
     "axis_table",

@@ -92,3 +92,21 @@ def performance_profile(costs: pd.DataFrame, taus: Sequence[float] | None = None
     shares = (ratios[None, :, :] <= taus[:, None, None]).mean(axis=1)
     profile = pd.DataFrame(shares, index=pd.Index(taus, name="tau"), columns=costs.columns)
     return profile
+
+
+# AlgoPerf's (Dahl et al. 2023) largest ratio to the best a profile's score counts.
+SCORE_TAU = 4.0
+
+
+def profile_score(costs: pd.DataFrame, tau_max: float = SCORE_TAU) -> pd.Series:
+    """AlgoPerf's integrated score of each solver: the area under its performance profile from
+    tau = 1 to `tau_max` (linear tau), divided by `tau_max` - 1, so that 1 is the best solver on
+    every problem and 0 none within a factor `tau_max` of the best. The profile is a step
+    function, integrated exactly."""
+    profile = performance_profile(costs)
+    taus = profile.index.to_numpy(dtype=float)
+    inside = taus < tau_max
+    edges = np.append(taus[inside], tau_max)
+    widths = np.diff(edges)
+    area = profile[inside].mul(widths, axis=0).sum()
+    return (area / (tau_max - 1)).rename("score")

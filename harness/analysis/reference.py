@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from harness.analysis.comparisons import holm, welch_p
 from harness.analysis.memo import remembered
 from harness.analysis.metrics import final_quality, higher_is_better, selection_metric
 from harness.analysis.summaries import best_at_reference_batch, rank_configs
@@ -120,17 +121,6 @@ def against_reference(
     return order.drop(columns=["_net", "_diverged", "_gain"]).reset_index(drop=True)
 
 
-def welch_p(values: Sequence[float], reference: Sequence[float]) -> float:
-    """The two-sided p-value of Welch's t-test of mean(values) = mean(reference); NaN where
-    `welch_interval` has no interval."""
-    a, b = np.asarray(values, dtype=float), np.asarray(reference, dtype=float)
-    if len(a) < 2 or len(b) < 2 or (a.std() == 0 and b.std() == 0):
-        return math.nan
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
-        return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
-
-
 def with_family_verdicts(
     runs: pd.DataFrame, versus: pd.DataFrame, reference: Sequence[str], alpha: float = 0.05
 ) -> pd.DataFrame:
@@ -154,8 +144,8 @@ def with_family_verdicts(
 
 
 def _holm(rows: pd.DataFrame, seeds: pd.Series, alpha: float = 0.05) -> list[str]:
-    """Holm's verdicts of one net's rows of `against_reference`: the comparisons' p-values
-    in increasing order, each rejected while p_(k) <= alpha / (m - k + 1); a rejected one is
+    """Holm's verdicts of one net's rows of `against_reference` (`comparisons.holm` of the
+    comparisons' Welch p-values, m: every setting but the reference); a rejected one is
     better or worse by its gain's sign, the rest not told apart (the reference and diverged
     settings keep their verdicts)."""
     reference = rows.loc[rows["verdict"] == REFERENCE, "config_id"].iloc[0]
@@ -163,12 +153,8 @@ def _holm(rows: pd.DataFrame, seeds: pd.Series, alpha: float = 0.05) -> list[str
     p = pd.Series(math.nan, index=rows.index)
     for i, row in rows[compared].iterrows():
         p[i] = welch_p(seeds[row["config_id"]], seeds[reference])
-    m = len(rows) - 1
-    rejected, going = set(), True
-    for k, (i, value) in enumerate(p.dropna().sort_values(kind="stable").items(), start=1):
-        going = going and value <= alpha / (m - k + 1)
-        if going:
-            rejected.add(i)
+    # the net's family counts every setting but the reference, diverged ones too (as Bonferroni)
+    rejected = set(p.index[holm(p.to_numpy(), alpha, m=len(rows) - 1)])
     return [
         row["verdict"]
         if not compared[i]

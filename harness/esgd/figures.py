@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 from harness.analysis import t_interval
 from harness.esgd import tables as t
 from harness.esgd.record import changed_settings
-from harness.style import BAND_ALPHA, STYLE, optimizer_color, optimizer_order, save_figure
+from harness.style import STYLE, optimizer_color, optimizer_order, save_figure
 
 METHOD_COLORS = {
     "single": "#4d4d4d",
@@ -31,8 +31,16 @@ def _figure(n_cols: int) -> tuple[Figure, np.ndarray]:
     return fig, fig.subplots(1, n_cols, squeeze=False)[0]
 
 
+# A band's fill where bands overlap: faint, since three see-through fills of red, orange and
+# blue blend into one brown; its edges, drawn as dotted lines in the method's colour, tell the
+# bands apart where they cross.
+OVERLAP_ALPHA = 0.08
+
+
 def _band(ax, x, low, high, color: str) -> None:
-    ax.fill_between(x, low, high, color=color, alpha=BAND_ALPHA, linewidth=0)
+    ax.fill_between(x, low, high, color=color, alpha=OVERLAP_ALPHA, linewidth=0)
+    for edge in (low, high):
+        ax.plot(x, edge, color=color, lw=0.9, ls=":")
 
 
 def _plain_log_y(ax) -> None:

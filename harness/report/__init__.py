@@ -12,7 +12,9 @@ Markdown writer `harness.markdown`):
 - `common`: `Skipped` (a figure the sweep cannot have) and `show`, for notebooks
 - figures by family: `convergence`, `sensitivity` (learning rate, batch size, any other key,
   effective step), `time_to_target`, `profiles`, `tuning_curves`, `tuned_hyperparameters`
-- `figures`: every figure of the report by name; `tables`: the summary's tables as text
+- `figures`: every figure of the report by name; `tables`: the summary's tables as text;
+  `captions`: the caption under each figure; `significance`: the summary's tests against
+  each net's reference (TOST, Holm and Bonferroni, bootstrap ranks, P(improvement))
 - `summary`: the sweep renderer (figures + summary.md); `cli`: `harness-report`, which picks
   between it and the ESGD study's renderer (`harness.esgd.rendering.render`)
 

@@ -10,7 +10,6 @@ from pathlib import Path
 from harness.errors import HarnessError, exit_with_error
 from harness.esgd.record import is_study
 from harness.esgd.rendering import render
-from harness.report.inputs import DEFAULT_TARGET
 from harness.report.summary import write_report
 
 PROG = "harness-report"
@@ -52,8 +51,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         type=float,
         default=None,
         help="quality for time-to-target, measured on the split that chooses (validation; test "
-        "for runs without one): an accuracy as a fraction (default: "
-        f"{DEFAULT_TARGET}), or another metric's value (an RMSE: no default)",
+        "for runs without one): an accuracy as a fraction, or another metric's value (an "
+        "RMSE); default: one per net, the final validation quality the net's reference (the "
+        "best of the course's optimizers) reaches with every seed",
     )
     parser.add_argument(
         "--formats",

@@ -26,6 +26,7 @@ from harness.report.common import (
     focus_by_selection,
     ranked_by_selection,
     shown_anywhere,
+    study_of,
 )
 from harness.style import (
     BAND_ALPHA,
@@ -34,8 +35,8 @@ from harness.style import (
     LOSS_NAMES,
     METRIC_LABELS,
     X_LABELS,
+    Study,
     context_entries,
-    focus_note,
     is_percent,
     legend_column_width,
     line_style,
@@ -44,7 +45,6 @@ from harness.style import (
     lr_text,
     net_order,
     net_title,
-    seeds_text,
     setting_order,
     setting_styles,
     styled,
@@ -95,24 +95,30 @@ def convergence_figure(
     x: str = "iteration",
     batch_size: int | None = None,
     by: str | None = None,
+    study: Study | None = None,
 ) -> Figure:
     """A row per net, one curve per setting (each optimizer, and any other key that varies) at
     its best learning rate (by `by`, mean over seeds): `metric` against `x` (iteration, epoch
     or time_s), the mean over seeds as a line and their min-max as a band; the final stretch
     zoomed beside it, and the settings numbered by the selection rule. A curve with a diverged
-    seed ends where that seed stopped, marked with a cross."""
+    seed ends where that seed stopped, marked with a cross. `study`: each optimizer's look and
+    name across the study's figures (default: `study_of(runs)`)."""
     bands, configs = _bands(runs, curves, metric, x, batch_size, by)
     rows = [(net, metric, bands) for net in net_order(bands)]
     name = METRIC_LABELS.get(metric, metric).split(" (")[0]
     if "loss" in metric:
         name += f" ({LOSS_NAMES.get(analysis.quality(runs), 'loss')})"
-    shown = "as error on a log axis" if is_percent(metric) else "on a log axis"
-    what = f"{name.capitalize()} against {X_WORDS.get(x, x)}, drawn {shown}"
-    return _figure(runs, curves, configs, rows, x, what, title=lambda net, _: net_title(bands, net))
+    shown = " (as error, log y)" if is_percent(metric) else " (log y)"
+    what = f"{name.capitalize()} against {X_WORDS.get(x, x)}{shown}"
+    return _figure(
+        runs, curves, configs, rows, x, what, lambda net, _: net_title(bands, net), study
+    )
 
 
 @styled
-def course_figure(runs: pd.DataFrame, curves: pd.DataFrame, net: str) -> Figure:
+def course_figure(
+    runs: pd.DataFrame, curves: pd.DataFrame, net: str, study: Study | None = None
+) -> Figure:
     """The course's slide of one net: every optimizer on one plot, the training loss above and
     the test quality (accuracies as error) below, each setting at its best learning rate."""
     rows = []
@@ -121,8 +127,25 @@ def course_figure(runs: pd.DataFrame, curves: pd.DataFrame, net: str) -> Figure:
         if net not in set(bands["net"]):
             raise Skipped(f"no '{metric}' curves of {net}")
         rows.append((net, metric, bands))
-    what = f"{net_title(rows[0][2], net)}: every optimizer against iterations, on log axes"
-    return _figure(runs, curves, configs, rows, "iteration", what, lambda _, m: _row_name(m))
+    what = f"{net_title(rows[0][2], net)}: every optimizer against iterations (log y)"
+    return _figure(runs, curves, configs, rows, "iteration", what, lambda _, m: _row_name(m), study)
+
+
+def _rate_text(lr) -> str:
+    """', lr 0.01' after a setting's name; nothing for an optimizer without a learning rate
+    (AliG, A2Grad set their own step: 'lr none' read as a missing value)."""
+    text = lr_text(lr)
+    return "" if text == "none" else f", lr {text}"
+
+
+def _zoom_title(start: float, end: float, ends: pd.Series, x: str) -> str:
+    """The zoom's title: the last quarter where every line ends together (iterations, epochs);
+    on a time axis, where lines end apart, the span it shows and how many run on past it."""
+    if ends.nunique() <= 1 or x != "time_s":
+        return "final stretch (last quarter)"
+    later = int((ends > end * 1.001).sum())
+    beyond = f"; {later} run{'s' if later > 1 else ''} on past it" if later else ""
+    return f"final stretch: {start:.3g}-{end:.3g} s{beyond}"
 
 
 def _row_name(metric: str) -> str:
@@ -140,18 +163,23 @@ def _bands(runs, curves, metric, x, batch_size, by) -> tuple[pd.DataFrame, pd.Da
     return bands, configs
 
 
-def _figure(runs, curves, configs, rows, x, what, title) -> Figure:
+def _figure(runs, curves, configs, rows, x, what, title, study=None) -> Figure:
     """A row per (net, metric, bands) of `rows`: the whole run, the final stretch, the legend
     numbered by the selection rule; `title(net, metric)` names a row."""
     tuning = set(curves.loc[curves["metric"] == "momentum", "config_id"])  # they set their lr
     focus = focus_by_selection(configs, [net for net, _, _ in rows])
     every = pd.concat([bands for _, _, bands in rows])
-    styles = setting_styles(every, shown=shown_anywhere(focus))  # one per setting
+    study = study or study_of(runs)
+    # one per setting, each optimizer's colour the same in every figure of the study
+    styles = setting_styles(every, shown=shown_anywhere(focus), study=study)
+    names = {
+        s: study.setting(s, o) for s, o in zip(every["setting"], every["optimizer"], strict=True)
+    }
     zoo = every["setting"].nunique() > max(len(shown) for shown in focus.values())
     entries = max(len(shown) for shown in focus.values()) + zoo  # + the grey others' entry
     columns = math.ceil(entries / LEGEND_ROWS)
     height = max(ROW_HEIGHT, 0.19 * min(entries, LEGEND_ROWS))
-    longest = max(len(s) for _, _, bands in rows for s in bands["setting"].astype(str))
+    longest = max(len(names[s]) for _, _, bands in rows for s in bands["setting"])
     legend = columns * legend_column_width(longest + len(", lr 0.000123: 12.34 %") + 4)
     fig = Figure(
         figsize=(FULL_WIDTH + ZOOM_WIDTH + legend, height * len(rows) + 1.0), layout="constrained"
@@ -160,36 +188,36 @@ def _figure(runs, curves, configs, rows, x, what, title) -> Figure:
     for (full, zoom), (net, metric, bands) in zip(axes, rows, strict=True):
         panel = bands[bands["net"] == net]
         ranked = ranked_by_selection(configs, net)
-        _draw_row(full, zoom, panel, styles, focus[net], ranked, tuning, metric, x, columns)
+        _draw_row(full, zoom, panel, styles, focus[net], ranked, tuning, metric, x, columns, names)
         full.set_title(title(net, metric), loc="left")
-        zoom.set_title("final stretch (last quarter)", loc="left", fontsize=9)
         full.set_ylabel(plotted_label(metric))
     axes[-1, 0].set_xlabel(_x_label(x, runs))  # the zoom shares its axis: its title says which part
-    n_seeds = pd.concat([bands["n_seeds"] for _, _, bands in rows])
+    # a short title that says which metric chose the learning rates (validation) and that the
+    # legend's order is that of the values it prints; how to read the rest is the caption
+    chooser = analysis.selection_text(runs).removeprefix("chosen by ")
+    # the keys every run of the figure shares (batch 128, 20,000 iterations), stated once here
+    fixed = fixed_text(analysis.runs_of(runs, configs))
     text = (
-        f"{what}: each setting at its best learning rate and numbered in the legend (best "
-        f"first), both {analysis.selection_text(runs)} "
-        f"({fixed_text(analysis.runs_of(runs, configs))}). Line: mean over "
-        f"{seeds_text(n_seeds)}, band: min-max over seeds."
+        f"{what}{', ' if fixed else ''}{fixed}\nlearning rates chosen by {chooser}; legend: "
+        "best first by the value it prints"
     )
-    if zoo:
-        text += f" {focus_note('net by the selection rule').capitalize()}."
     wrapped_suptitle(fig, text, room=3)  # the 1.0 in made above holds three lines
     return fig
 
 
-def _draw_row(full, zoom, panel, styles, shown, ranked, tuning, metric, x, columns) -> None:
+def _draw_row(full, zoom, panel, styles, shown, ranked, tuning, metric, x, columns, names) -> None:
     """One net: every setting's band and mean line on both panels (the grey others of a zoo: a
     thin line alone), the zoom's limits (on the `shown` settings), and the legend beside the
-    zoom: the shown settings, numbered by their place among all in `ranked` (the selection
-    rule's order)."""
+    zoom: the shown settings, numbered by their place among all by the final value the legend
+    prints (ties and equal values in `ranked`, the selection rule's order)."""
     # the last quarter of the typical line (lines against time end at different x: a stack's
     # runs together, a run trained alone later or sooner)
     ends = panel.groupby("setting")[x].max()
     typical = ends.median()
     start = typical - FINAL_STRETCH * (typical - panel[x].min())
-    # a line that runs on far past the typical one (a run many times slower) leaves through
-    # the zoom's right edge instead of squeezing every other line against its left one
+    # a line that runs on far past the typical one (a run many times slower: YellowFin, SOAP)
+    # leaves through the zoom's right edge instead of squeezing every other line against its
+    # left one; the zoom's title gives the span it shows, so that none is taken for the end
     end = min(ends.max(), typical + 2 * (typical - start))
     entries, stretch = [], []
     # the columns drawn, as arrays per setting (a zoo's panel: 134 settings of 215 config keys)
@@ -217,11 +245,16 @@ def _draw_row(full, zoom, panel, styles, shown, ranked, tuning, metric, x, colum
                 ax.plot(line[x][-1:], mean[-1:], "x", color=style["color"], ms=8)
         final = float(mean[-1])
         tuned = first["config_id"] in tuning
-        label = f"{setting}, lr {'tuned' if tuned else lr_text(first['lr'])}: "
+        rate = ", lr tuned" if tuned else _rate_text(first["lr"])
+        label = f"{names.get(setting, setting)}{rate}: "
         label += _final_text(metric, final)
         if first["n_diverged"]:
             label += f" ({first['n_diverged']}/{first['n_seeds']} diverged)"
-        entries.append((ranked.index(setting), handle, label, setting in shown))
+        # the legend lists the settings by the value it prints (lower is better for every
+        # plotted metric: losses, RMSE, accuracy as error), a diverged one last; a legend in
+        # the selection's order printed test errors that jumped up and down the list
+        key = (bool(first["n_diverged"]), final if np.isfinite(final) else np.inf)
+        entries.append((key, ranked.index(setting), handle, label, setting in shown))
         if setting in shown:
             inside = (line[x] >= start) & (line[x] <= end)
             stretch += [*low[inside], *mean[inside]]
@@ -236,8 +269,9 @@ def _draw_row(full, zoom, panel, styles, shown, ranked, tuning, metric, x, colum
         # margin; a line far above the others leaves through the top
         low, high = finite.min(), np.quantile(finite, 0.9)
         zoom.set_ylim(low / 1.08, high * 1.15)
-    entries.sort(key=lambda e: e[0])
-    legend = [(h, f"{i}. {text}") for i, (_, h, text, on) in enumerate(entries, start=1) if on]
+    zoom.set_title(_zoom_title(start, end, ends, x), loc="left", fontsize=9)
+    entries.sort(key=lambda e: (e[0], e[1]))
+    legend = [(h, f"{i}. {text}") for i, (_, _, h, text, on) in enumerate(entries, start=1) if on]
     legend += context_entries(len(entries) - len(legend))
     zoom.legend(
         [h for h, _ in legend],

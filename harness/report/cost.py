@@ -10,9 +10,11 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from harness import analysis
-from harness.report.common import Skipped
+from harness.report.common import Skipped, focus_by_selection, study_of
 from harness.style import (
+    CONTEXT_COLOR,
     SPLIT_NAMES,
+    Study,
     figure_legend,
     label_points,
     log_x,
@@ -48,14 +50,17 @@ def pareto_front(seconds: np.ndarray, error: np.ndarray) -> np.ndarray:
 
 
 @styled
-def quality_against_step_time_figure(runs: pd.DataFrame) -> Figure:
+def quality_against_step_time_figure(runs: pd.DataFrame, study: Study | None = None) -> Figure:
     """Per net: each setting at its chosen learning rate (by validation, `best_configs`), its
     final test error against the seconds of one step alone (both logarithmic, mean over seeds,
     error bars the 95 % CI of the error); named where few, else on the Pareto front. The front
     is drawn from the selection metric (validation error), like every pick: the test error it
     is plotted at only reports, so the line may step up where test and validation disagree. A
     setting with a seed that diverged or failed is a cross, never on the front: its mean counts
-    what that seed recorded before it ended."""
+    what that seed recorded before it ended. A zoo's (more than LEGIBLE_SETTINGS settings)
+    colours only the settings a reader looks for (`focus_by_selection`: each net's best by
+    validation and the course's best), the rest grey; `study`: each optimizer's colour across
+    the study's figures (default: `study_of(runs)`)."""
     quality = analysis.quality(runs)
     if quality != "accuracy":
         raise Skipped(f"drawn for accuracy, not {quality}")
@@ -68,6 +73,8 @@ def quality_against_step_time_figure(runs: pd.DataFrame) -> Figure:
         raise Skipped("no configuration to draw")
     split = SPLIT_NAMES[chooser.split("_")[1]]  # validation (test for runs without one)
     nets = net_order(best)
+    study = study or study_of(runs)
+    focus = focus_by_selection(best, nets)
     fig, axes = new_figure(len(nets))
     number = {s: str(i) for i, s in enumerate(setting_order(best), start=1)}
     labelled = []
@@ -76,7 +83,12 @@ def quality_against_step_time_figure(runs: pd.DataFrame) -> Figure:
         seconds = panel["step_time_s_mean"].to_numpy(float) * 1e3
         error = (1 - panel[f"final_test_{quality}_mean"].to_numpy(float)) * scale("test_accuracy")
         ci = panel[f"final_test_{quality}_ci"].fillna(0).to_numpy(float) * scale("test_accuracy")
-        colors = np.array([optimizer_color(o) for o in panel["optimizer"]])
+        colors = np.array(
+            [
+                (study.colour(o) or optimizer_color(o)) if s in focus[net] else CONTEXT_COLOR
+                for s, o in zip(panel["setting"], panel["optimizer"], strict=True)
+            ]
+        )
         chosen_by = panel[f"{chooser}_mean"].to_numpy(float)
         ended = panel["n_diverged"].to_numpy() > 0
         front = pareto_front(
@@ -94,25 +106,28 @@ def quality_against_step_time_figure(runs: pd.DataFrame) -> Figure:
         ax.set_xlabel("one optimizer step alone (ms)")
         ax.set_ylabel("final test error (%)")
         ax.set_title(net_title(best, net))
+        display = np.array(
+            [study.setting(s, o) for s, o in zip(panel["setting"], panel["optimizer"], strict=True)]
+        )
         named = np.ones(len(panel), bool) if len(panel) <= LABEL_ALL else front
         others = (seconds[~named], error[~named])
-        labelled.append(
-            (ax, seconds[named], error[named], panel["setting"].to_numpy()[named], others)
-        )
+        labelled.append((ax, seconds[named], error[named], display[named], others))
     keyed = {name for *_, names, _ in labelled for name in names}
     numbered = max((len(str(name)) for name in keyed), default=0) > LONG_NAME
     if numbered:
+        optimizer_of = dict(zip(best["setting"], best["optimizer"], strict=True))
+        setting_of = {study.setting(s, o): s for s, o in optimizer_of.items()}
         labelled = [
-            (ax, xs, ys, [number[name] for name in names], others)
+            (ax, xs, ys, [number[setting_of[name]] for name in names], others)
             for ax, xs, ys, names, others in labelled
         ]
-        optimizer_of = dict(zip(best["setting"], best["optimizer"], strict=True))
-        shown = [s for s in setting_order(best) if s in keyed]
+        shown = [s for s in setting_order(best) if study.setting(s, optimizer_of[s]) in keyed]
         handles = [
-            Line2D([], [], marker="o", ls="none", ms=5, color=optimizer_color(optimizer_of[s]))
+            Line2D([], [], marker="o", ls="none", ms=5, color=study.colour(optimizer_of[s]) or "k")
             for s in shown
         ]
-        figure_legend(fig, handles, [f"{number[s]}: {s}" for s in shown])
+        labels = [f"{number[s]}: {study.setting(s, optimizer_of[s])}" for s in shown]
+        figure_legend(fig, handles, labels)
     wrapped_suptitle(
         fig,
         "Final test error against the cost of one step, each setting at its learning rate "

@@ -11,7 +11,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from harness import analysis
-from harness.report.common import Skipped
+from harness.report.common import Skipped, study_of
 from harness.report.convergence import convergence_figure, course_figure
 from harness.report.cost import quality_against_step_time_figure
 from harness.report.inputs import TuningStudy
@@ -78,37 +78,48 @@ def figure_makers(
     tuning curves need the sweep's tuning study (`inputs.tuning_study`)."""
     q, split = analysis.quality(runs), analysis.selection_split(curves)
 
-    def with_target(draw: Callable[[pd.DataFrame, float], Figure]) -> Callable[[], Figure]:
+    def with_target(draw: Callable[..., Figure], **kwargs) -> Callable[[], Figure]:
         def make() -> Figure:
-            return draw(time_to_target_summary(runs, curves, target, q), target)
+            return draw(time_to_target_summary(runs, curves, target, q), target, **kwargs)
 
         return make
 
+    def study():  # each optimizer's look and name, the same in every figure (computed once)
+        return study_of(runs)
+
     makers = {
-        f"{COURSE_PREFIX}{_file_name(net)}": functools.partial(course_figure, runs, curves, net)
+        f"{COURSE_PREFIX}{_file_name(net)}": functools.partial(
+            lambda net: course_figure(runs, curves, net, study=study()), net
+        )
         for net in nets_of(runs)
     }
     makers |= {
-        "convergence_train_loss": lambda: convergence_figure(runs, curves, "train_loss"),
-        f"convergence_test_{q}": lambda: convergence_figure(runs, curves, f"test_{q}"),
-        "convergence_time": lambda: convergence_figure(runs, curves, f"test_{q}", x="time_s"),
-        "lr_sensitivity": lambda: lr_sensitivity_figure(runs),
-        "batch_size": lambda: batch_size_figure(runs),
+        "convergence_train_loss": lambda: convergence_figure(
+            runs, curves, "train_loss", study=study()
+        ),
+        f"convergence_test_{q}": lambda: convergence_figure(
+            runs, curves, f"test_{q}", study=study()
+        ),
+        "convergence_time": lambda: convergence_figure(
+            runs, curves, f"test_{q}", x="time_s", study=study()
+        ),
+        "lr_sensitivity": lambda: lr_sensitivity_figure(runs, study=study()),
+        "batch_size": lambda: batch_size_figure(runs, study=study()),
         "time_to_target_by_batch": with_target(time_to_target_by_batch_figure),
         "effective_step": lambda: effective_step_figure(runs),
-        "time_to_target": with_target(time_to_target_figure),
+        "time_to_target": lambda: with_target(time_to_target_figure, study=study())(),
         "performance_profile": lambda: performance_profile_figure(
-            analysis.profile_tables(runs, curves, target), target, q, split
+            analysis.profile_tables(runs, curves, target), target, q, split, study=study()
         ),
         "tuned_hyperparameters": lambda: tuned_hyperparameters_figure(runs, curves),
         "tuning_curves": lambda: tuning_curve_figure(*tuning_curves_of(tuning)),
         "tuning_gain": lambda: tuning_gain_figure(*tuning_curves_of(tuning)),
-        "quality_against_step_time": lambda: quality_against_step_time_figure(runs),
+        "quality_against_step_time": lambda: quality_against_step_time_figure(runs, study=study()),
     }
     # Any other numeric key the sweep varies (momentum, weight decay, ...) gets a figure too.
     for key in analysis.swept_keys(runs):
         if key != analysis.BATCH_KEY:
-            makers[key] = functools.partial(key_figure, runs, key)
+            makers[key] = lambda key=key: key_figure(runs, key, study=study())
     return makers
 
 

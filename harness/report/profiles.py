@@ -10,22 +10,20 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import NullLocator
 
 from harness import analysis
-from harness.report.common import Skipped
+from harness.report.common import Skipped, target_name
 from harness.style import (
     CONTEXT,
     PROFILE_LABELS,
+    Study,
     context_entries,
     figure_legend,
-    focus_note,
     focused,
     line_style,
     new_figure,
     optimizer_color,
     optimizer_order,
     styled,
-    target_text,
     wrapped_suptitle,
-    zoo_colours,
 )
 
 
@@ -35,20 +33,21 @@ def _profile_width(i: int, n: int) -> float:
     return 1.5 + 1.5 * (n - 1 - i) / max(n - 1, 1)
 
 
+# The x axis ends here: a profile is flat beyond its largest finite ratio, and an optimizer
+# 2^30 times slower than the best reads no differently from one that failed. AlgoPerf scores
+# the profile up to a ratio of 4 (`analysis.SCORE_TAU`, a dotted line).
+TAU_VIEW = 32.0
+
+
 def _profile_ticks(tau_max: float) -> list[float]:
+    """Plain numbers throughout (never 64 beside 2^12)."""
     if tau_max <= 4:
         return [1, 1.25, 1.5, 2, 3, 4]
-    if tau_max <= 16:
-        return [1, 1.5, 2, 4, 8, 16]
-    # powers of 2, every `stride`-th: at most 6 labels, which a panel's width holds
-    top = int(np.ceil(np.log2(tau_max)))
-    stride = -(-(top + 1) // 6)
-    return [2.0**k for k in range(0, top + 1, stride)]
+    return [t for t in (1, 2, 4, 8, 16, 32) if t <= tau_max]
 
 
 def _tau_label(tau: float) -> str:
-    """Plain up to 1024; beyond, a power of 2 (1.67772e+07 would run into its neighbours)."""
-    return f"{tau:g}" if tau <= 1024 else f"$2^{{{round(np.log2(tau))}}}$"
+    return f"{tau:g}"
 
 
 @styled
@@ -57,9 +56,14 @@ def performance_profile_figure(
     target: float,
     quality: str = "accuracy",
     split: str = "test",
+    study: Study | None = None,
 ) -> Figure:
     """Performance profiles (Dolan & More), one panel per cost: the share of problems on which
-    each optimizer is within a factor tau of the best optimizer (step functions, log2 tau)."""
+    each optimizer is within a factor tau of the best optimizer (step functions, log2 tau, up
+    to TAU_VIEW; beyond, the share of problems solved at all, written at the right edge).
+    `target`: fixed, or one per net; `study`: each optimizer's colour and name across the
+    study's figures. The legend lists the optimizers by AlgoPerf's score (area to tau 4) of
+    the first panel."""
     usable = {k: c for k, c in costs.items() if len(c) and np.isfinite(c.to_numpy()).any()}
     if not usable:
         raise Skipped("no problem was solved by any optimizer (no finite cost)")
@@ -71,12 +75,15 @@ def performance_profile_figure(
         for key, profile in profiles.items()
     }
     shown = [n for n in names if any(n in f for f in focus.values())]
-    zoo = len(shown) < len(names)
-    colour = zoo_colours(shown) if zoo else {n: optimizer_color(n) for n in names}
+    study = study or Study.of_figure(names)
+    colour = {n: study.colour(n) or optimizer_color(n) for n in names}
+    first = next(iter(usable.values()))
+    score = analysis.profile_score(first)
+    shown = sorted(shown, key=lambda n: -score.get(n, 0.0))  # the legend's order: by score
     for ax, (key, matrix) in zip(axes[0], usable.items(), strict=True):
         profile = profiles[key]
         finite = profile.index[np.isfinite(profile.index)]
-        tau_max = max(2.0, float(finite.max()) * 1.25)
+        tau_max = min(TAU_VIEW, max(2.0, float(finite.max()) * 1.25))
         taus = np.append(profile.index.to_numpy(), tau_max)
         drawn = [n for n in names if n in profile.columns]
         for name in drawn:
@@ -90,6 +97,7 @@ def performance_profile_figure(
                 shares,
                 where="post",
                 color=colour[name],
+                ls=study.line_style(name),
                 lw=_profile_width(shown.index(name), len(shown)),
                 label=name,
                 solid_capstyle="butt",
@@ -99,32 +107,31 @@ def performance_profile_figure(
         ticks = [t for t in _profile_ticks(tau_max) if t <= tau_max]
         ax.set_xticks(ticks, [_tau_label(t) for t in ticks])
         ax.xaxis.set_minor_locator(NullLocator())
+        if tau_max > analysis.SCORE_TAU:
+            ax.axvline(analysis.SCORE_TAU, color="0.5", ls=":", lw=1, zorder=0)
         ax.set_ylim(-3, 103)
         label = PROFILE_LABELS.get(key, key)
         if "target" in key:
-            label = label.replace("target", target_text(target, quality, split))
+            label = label.replace("target", target_name(target, quality, split))
         ax.set_title(
-            f"{label}\n({len(matrix)} problem{'s' if len(matrix) != 1 else ''})", fontsize=10
+            f"{label}\n({len(matrix)} problem{'s' if len(matrix) != 1 else ''})", fontsize=9
         )
         ax.set_xlabel("tau: factor of the best optimizer's cost (log scale)")
     axes[0, 0].set_ylabel("problems within tau of the best (%)")
     handles = [
-        Line2D([], [], color=colour[n], lw=_profile_width(i, len(shown)))
+        Line2D([], [], color=colour[n], ls=study.line_style(n), lw=_profile_width(i, len(shown)))
         for i, n in enumerate(shown)
     ]
-    labels = list(shown)
+    labels = [f"{study.name(n)}: {score.get(n, 0.0):.2f}" for n in shown]
     for handle, label in context_entries(len(names) - len(shown)):
         handles.append(handle)
         labels.append(label)
     figure_legend(fig, handles, labels)
+    # a short title; what a profile is, the problems and the failures go in the caption
     wrapped_suptitle(
         fig,
-        "Performance profiles: problems = net and any other key that varies, each optimizer at "
-        "its best "
-        "learning rate per problem\na config counts as failed when a seed diverged or missed "
-        "the target"
-        + _left_out_text(costs, usable, target, quality, split)
-        + ("\n" + focus_note("panel by the area under its profile") if zoo else ""),
+        "Performance profiles; legend: AlgoPerf score (area to tau 4, first panel)"
+        + _left_out_text(costs, usable, target, quality, split),
     )
     return fig
 
@@ -141,7 +148,7 @@ def _by_area(profile: pd.DataFrame) -> list[str]:
 
 def _left_out_text(costs: dict, usable: dict, target: float, quality: str, split: str) -> str:
     left_out = [
-        PROFILE_LABELS.get(k, k).replace("target", target_text(target, quality, split))
+        PROFILE_LABELS.get(k, k).replace("target", target_name(target, quality, split))
         for k in costs
         if k not in usable
     ]

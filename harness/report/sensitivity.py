@@ -13,11 +13,18 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import NullFormatter, NullLocator
 
 from harness import analysis
-from harness.report.common import Skipped, fixed_text, focus_by_selection, shown_anywhere
+from harness.report.common import (
+    Skipped,
+    fixed_text,
+    focus_by_selection,
+    shown_anywhere,
+    study_of,
+)
 from harness.style import (
     CONTEXT,
     METRIC_LABELS,
     TARGET_LABELS,
+    Study,
     focus_note,
     is_context,
     is_percent,
@@ -53,6 +60,7 @@ def lr_sensitivity_figure(
     batch_size: int | None = None,
     metrics: Sequence[str] | None = None,
     by: str | None = None,
+    study: Study | None = None,
 ) -> Figure:
     """Final metrics against the learning rate (log x), one panel per net and metric, one line
     per setting (each optimizer, and any other key that varies): mean over seeds with min-max
@@ -73,7 +81,8 @@ def lr_sensitivity_figure(
         )
     nets = net_order(per_lr)
     focus = focus_by_selection(best, nets)
-    styles = setting_styles(per_lr, shown=shown_anywhere(focus))
+    study = study or study_of(runs)
+    styles = setting_styles(per_lr, shown=shown_anywhere(focus), study=study)
     fig, axes = new_figure(len(nets), len(metrics), sharex="col")
     for col, net in enumerate(nets):
         panel = per_lr[per_lr["net"] == net]
@@ -126,7 +135,10 @@ def lr_sensitivity_figure(
         ),
         (Line2D([], [], ls="", marker="x", ms=7, mew=2, color="black"), "diverged seed(s)"),
     ]
-    legend_of_settings(fig, styles, extra)
+    names = {
+        s: study.setting(s, o) for s, o in zip(per_lr["setting"], per_lr["optimizer"], strict=True)
+    }
+    legend_of_settings(fig, styles, extra, names)
     zoo = any(is_context(style) for style in styles.values())
     wrapped_suptitle(
         fig,
@@ -175,10 +187,13 @@ AXIS_LABELS = {
 
 
 @styled
-def axis_figure(table: pd.DataFrame, key: str, metrics: Sequence[str], title: str) -> Figure:
+def axis_figure(
+    table: pd.DataFrame, key: str, metrics: Sequence[str], title: str, study: Study | None = None
+) -> Figure:
     """`metrics` against the config key `key`: one panel per net and metric, one line per
     setting (table from analysis.along: columns x, line, <metric>_mean/_min/_max); mean over
-    seeds with min-max error bars; a failed point (infinite cost) is left out."""
+    seeds with min-max error bars; a failed point (infinite cost) is left out. `study`: each
+    optimizer's colour and display name across the study's figures."""
     xs = sorted(table["x"].dropna().unique())
     if len(xs) < 2:
         raise Skipped(f"the sweep has a single value of {key}: no axis to draw")
@@ -192,7 +207,8 @@ def axis_figure(table: pd.DataFrame, key: str, metrics: Sequence[str], title: st
         for net in nets
         for value in (sorted(table[facet].astype(str).unique()) if facet else [None])
     ]
-    styles = setting_styles(table, "line")
+    study = study or Study.of_figure(table["optimizer"].astype(str))
+    styles = setting_styles(table, "line", study=study)
     fig, axes = new_figure(
         len(columns), len(metrics), sharex="col", sharey="row" if facet else False
     )
@@ -227,11 +243,17 @@ def axis_figure(table: pd.DataFrame, key: str, metrics: Sequence[str], title: st
             if col == 0:
                 label = METRIC_LABELS.get(metric, TARGET_LABELS.get(metric, metric))
                 ax.set_ylabel(label)
-    legend_of_settings(fig, styles)
+    legend_of_settings(fig, styles, names=_names(table, "line", study))
     wrapped_suptitle(
         fig, f"{title}\nmean over {seeds_text(table['n_seeds'])}, error bars: min-max over seeds"
     )
     return fig
+
+
+def _names(table: pd.DataFrame, column: str, study: Study) -> dict[str, str]:
+    """Each line's label with its optimizer's display name ('SGD: batch_size=64')."""
+    pairs = zip(table[column], table["optimizer"].astype(str), strict=True)
+    return {line: study.setting(line, optimizer) for line, optimizer in pairs}
 
 
 MAX_LINES = 6  # more lines than this in one panel: split the panels by a setting key
@@ -257,6 +279,7 @@ def batch_size_figure(
     runs: pd.DataFrame,
     metrics: Sequence[str] | None = None,
     by: str | None = None,
+    study: Study | None = None,
 ) -> Figure:
     """Final test accuracy and training time against the batch size (log2 x), one panel per net
     and metric, one line per setting (each optimizer, and any other key that varies: the
@@ -270,6 +293,7 @@ def batch_size_figure(
         analysis.BATCH_KEY,
         metrics or (analysis.final_quality(runs), "train_time_s"),
         f"Batch size: each setting at its best learning rate per batch size ({_length_text(runs)})",
+        study,
     )
 
 
@@ -278,6 +302,7 @@ def key_figure(
     key: str,
     metrics: Sequence[str] | None = None,
     by: str | None = None,
+    study: Study | None = None,
 ) -> Figure:
     """Final and best test quality and the time per step against any numeric config key the
     sweep varies (momentum, weight decay, table size, ...), each setting at its best learning
@@ -289,6 +314,7 @@ def key_figure(
         metrics or (final, best, "step_time_s"),
         f"{AXIS_LABELS.get(key, key).split(' (')[0]}: each setting at its best learning rate "
         f"per value ({_length_text(runs)})",
+        study,
     )
 
 
@@ -305,7 +331,8 @@ def effective_step_figure(runs: pd.DataFrame, metric: str | None = None) -> Figu
         raise Skipped("the sweep does not vary both the momentum and the learning rate")
     nets = net_order(table)
     table = table.assign(curve=table["line"] + ", μ=" + table["momentum"].map("{:g}".format))
-    styles = setting_styles(table, "curve")
+    study = Study.of_figure(table["optimizer"].astype(str))
+    styles = setting_styles(table, "curve", study=study)
     fig, axes = new_figure(len(nets))
     k = scale(metric)
     for ax, net in zip(axes[0], nets, strict=True):
@@ -328,7 +355,7 @@ def effective_step_figure(runs: pd.DataFrame, metric: str | None = None) -> Figu
         ax.set_title(net_title(table, net))
         ax.set_xlabel("effective step lr / (1 - μ) (log scale)")
     axes[0, 0].set_ylabel(METRIC_LABELS.get(metric, metric))
-    legend_of_settings(fig, styles)
+    legend_of_settings(fig, styles, names=_names(table, "curve", study))
     wrapped_suptitle(
         fig,
         f"{METRIC_LABELS.get(metric, metric).split(' (')[0].capitalize()} against the effective "

@@ -15,9 +15,11 @@ import pandas as pd
 from harness import analysis
 from harness.markdown import markdown_table
 from harness.report import drawing
-from harness.report.common import Skipped
+from harness.report.captions import caption
+from harness.report.common import Skipped, study_of, target_name, target_rule
 from harness.report.figures import figure_title, time_to_target_summary
 from harness.report.inputs import TuningStudy, checked_target, load_sweep, tuning_study
+from harness.report.significance import significance_markdown
 from harness.report.tables import (
     configs_table,
     final_metrics_table,
@@ -37,7 +39,6 @@ from harness.style import (
     net_order,
     optimizer_order,
     setting_order,
-    target_text,
 )
 from harness.tuning import tuning_curves
 
@@ -87,9 +88,22 @@ def tuning_markdown(tuning: TuningStudy) -> list[str]:
     ]
 
 
-def net_table_markdown(table: pd.DataFrame) -> str:
-    """A net x setting table as Markdown: a zoo's (more settings than LEGIBLE_SETTINGS) with
-    the settings as rows, so that it is read down a page rather than across 130 columns."""
+def setting_names(frame: pd.DataFrame) -> dict[str, str]:
+    """Each setting of `frame` by its optimizer's display name ('Schedule-Free RAdam
+    (schedulefree): ...'), as the figures name it."""
+    study = study_of(frame) if "config" in frame else None
+    pairs = frame[["setting", "optimizer"]].drop_duplicates()
+    if study is None:
+        return dict(zip(pairs["setting"], pairs["setting"], strict=True))
+    pairs = zip(pairs["setting"], pairs["optimizer"], strict=True)
+    return {s: study.setting(s, o) for s, o in pairs}
+
+
+def net_table_markdown(table: pd.DataFrame, names: dict[str, str] | None = None) -> str:
+    """A net x setting table as Markdown, settings by their display `names` where given: a
+    zoo's (more settings than LEGIBLE_SETTINGS) with the settings as rows, so that it is read
+    down a page rather than across 130 columns."""
+    table = table.rename(columns=names or {})
     if table.shape[1] > LEGIBLE_SETTINGS:
         table = table.T.rename_axis("setting")
     return markdown_table(table)
@@ -108,6 +122,7 @@ def quality_at_time_markdown(runs: pd.DataFrame, curves: pd.DataFrame) -> list[s
     metric = f"test_{analysis.quality(runs)}_at_time"
     chooser = f"{analysis.selection_split(curves)}_{analysis.quality(runs)}_at_time"
     budgets = ", ".join(f"{net} {seconds[net]:.3g} s" for net in net_order(chosen))
+    names = setting_names(runs.assign(setting=analysis.setting_labels(runs)))
     return [
         "",
         f"## Test {analysis.quality(runs)} after the same training time",
@@ -118,9 +133,9 @@ def quality_at_time_markdown(runs: pd.DataFrame, curves: pd.DataFrame) -> list[s
         f"learning rate ({analysis.selection_text(runs)}); bold: the best by the same split at "
         "that time. Then the time per optimizer step (ms, the same way; bold: the fastest).",
         "",
-        net_table_markdown(final_metrics_table(chosen, metric, by=chooser)),
+        net_table_markdown(final_metrics_table(chosen, metric, by=chooser), names),
         "",
-        net_table_markdown(final_metrics_table(chosen, "step_time_ms", by="step_time_ms")),
+        net_table_markdown(final_metrics_table(chosen, "step_time_ms", by="step_time_ms"), names),
     ]
 
 
@@ -134,6 +149,7 @@ def against_the_course_markdown(runs: pd.DataFrame, best: pd.DataFrame) -> list[
     table = analysis.against_reference(runs, COURSE_OPTIMIZERS)
     if table.empty:
         return []
+    names = setting_names(runs.assign(setting=analysis.setting_labels(runs)))
     parts = [
         "",
         "## Against the course's best",
@@ -146,7 +162,9 @@ def against_the_course_markdown(runs: pd.DataFrame, best: pd.DataFrame) -> list[
         "trained it.",
     ]
     for net in table["net"].unique():  # in the order of the best configs: by model
-        parts += ["", f"### {net}", "", markdown_table(reference_table(table, net), index=False)]
+        rows = reference_table(table, net)
+        rows["setting"] = rows["setting"].map(lambda s: names.get(s, s))
+        parts += ["", f"### {net}", "", markdown_table(rows, index=False)]
     return parts
 
 
@@ -167,6 +185,8 @@ def summary_markdown(
     n_div = int((runs["status"] == "diverged").sum())
     n_failed = int(analysis.ended_early(runs).sum()) - n_div
     seeds = summary["n_seeds"]
+    study = study_of(runs)
+    names = setting_names(runs.assign(setting=analysis.setting_labels(runs)))
 
     def values(column: str) -> str:
         items = runs[column].dropna().unique()
@@ -192,7 +212,7 @@ def summary_markdown(
         f"{', '.join(f'{n:,}' for n in sorted(runs['iterations'].unique()))} iterations.",
         "",
         f"* nets: {', '.join(net_order(summary))}",
-        f"* optimizers: {', '.join(optimizer_order(runs['optimizer']))}",
+        f"* optimizers: {', '.join(study.name(o) for o in optimizer_order(runs['optimizer']))}",
         f"* learning rates: {values('lr')}",
         f"* batch sizes: {values('batch_size')}",
         f"* schedules: {values('schedule')}",
@@ -214,9 +234,10 @@ def summary_markdown(
             "",
             f"### {METRIC_LABELS[metric]}",
             "",
-            net_table_markdown(final_metrics_table(best, metric)),
+            net_table_markdown(final_metrics_table(best, metric), names),
         ]
     parts += against_the_course_markdown(runs, best)
+    parts += significance_markdown(runs, study_of(runs))
     parts += [
         "",
         "## Every configuration",
@@ -224,13 +245,20 @@ def summary_markdown(
         f"★: the best learning rate of its net and setting (at batch {batch}), "
         f"{analysis.selection_text(runs)}.",
         "",
-        markdown_table(configs_table(summary, best), index=False),
+        markdown_table(
+            configs_table(summary, best).assign(
+                setting=lambda t: t["setting"].map(lambda s: names.get(s, s))
+            ),
+            index=False,
+        ),
     ]
     if target is not None:
         target_summary = time_to_target_summary(runs, curves, target, q)
         parts += [
             "",
-            f"## Time to {target_text(target, q, split)}",
+            f"## Time to {target_name(target, q, split)}",
+            "",
+            target_rule(target, q, split),
             "",
             f"Iterations and training seconds (evaluations excluded) until {SPLIT_NAMES[split]} "
             f"{q} first reaches the target, at each setting's fastest learning rate, mean over "
@@ -240,9 +268,9 @@ def summary_markdown(
             "",
         ]
         if target_summary["n_reached"].sum() if len(target_summary) else 0:
-            parts.append(net_table_markdown(time_to_target_table(target_summary)))
+            parts.append(net_table_markdown(time_to_target_table(target_summary), names))
         else:
-            parts.append(f"No run reached {target_text(target, q, split)}.")
+            parts.append(f"No run reached {target_name(target, q, split)}.")
     parts += quality_at_time_markdown(runs, curves)
     if isinstance(tuning, TuningStudy):
         parts += tuning_markdown(tuning)
@@ -253,16 +281,19 @@ def summary_markdown(
         "",
         "Share of problems (net and any other key that varies) on which an optimizer, at its "
         "best learning rate for the problem, is within a factor tau of the best optimizer "
-        "(tau = 1: it is the best).",
+        "(tau = 1: it is the best). Score: AlgoPerf's, the area under the profile from tau 1 "
+        f"to {analysis.SCORE_TAU:g} over {analysis.SCORE_TAU - 1:g} (1: the best on every "
+        "problem); rows by score, best first.",
     ]
+    names = study_of(runs).names
     for key, matrix in costs.items():
         label = PROFILE_LABELS.get(key, key)
         if target is not None:
-            label = label.replace("target", target_text(target, q, split))
+            label = label.replace("target", target_name(target, q, split))
         parts += ["", f"### {label}", ""]
         if len(matrix) and np.isfinite(matrix.to_numpy()).any():
             unsolved = int((~np.isfinite(matrix.to_numpy())).all(axis=1).sum())
-            parts.append(markdown_table(profile_summary_table(matrix)))
+            parts.append(markdown_table(profile_summary_table(matrix, names=names)))
             parts.append("")
             parts.append(
                 f"{len(matrix)} problems"
@@ -271,13 +302,21 @@ def summary_markdown(
         else:
             parts.append("No optimizer solved any problem.")
     text = "\n".join(parts) + "\n"
-    return text if figures is None else text + figures_markdown(figures, skipped or {})
+    rule = "" if target is None else target_rule(target, q, split)
+    return text if figures is None else text + figures_markdown(figures, skipped or {}, rule)
 
 
-def figures_markdown(figures: dict[str, str], skipped: dict[str, str]) -> str:
-    """The summary's last section: each figure (by its file) and each skipped one, with why."""
-    parts = ["", "## Figures", ""]
-    parts += [f"* [{figure_title(n)}]({path})" for n, path in figures.items()]
+def figures_markdown(figures: dict[str, str], skipped: dict[str, str], rule: str = "") -> str:
+    """The summary's last section: each figure (by its file) under a short title with its
+    caption below it (`captions.caption`; `rule`: how the target was set), then each skipped
+    one, with why."""
+    parts = ["", "## Figures"]
+    for name, path in figures.items():
+        title = figure_title(name)
+        parts += ["", f"### {title[0].upper()}{title[1:]}", "", f"![{title}]({path})", ""]
+        parts.append(f"*{caption(name, rule)}*")
+    if skipped:
+        parts.append("")
     parts += [f"* skipped: {figure_title(name)}: {why}" for name, why in skipped.items()]
     return "\n".join(parts) + "\n"
 
@@ -304,7 +343,12 @@ def _write_report(sweep: Path, out_dir, target, formats, workers) -> Report:
     if workers > 1:
         drawing.start_server()  # its imports overlap the loading below
     runs, curves = load_sweep(sweep)
-    target = checked_target(target, analysis.quality(runs))  # before anything is written
+    # a given target is checked before anything is written; without one, each net gets its
+    # own, set on validation from the reference (`analysis.reference_targets`)
+    if target is None:
+        target = analysis.reference_targets(runs, COURSE_OPTIMIZERS) or None
+    else:
+        target = checked_target(target, analysis.quality(runs))
     out = Path(out_dir) if out_dir is not None else sweep / "report"
     out.mkdir(parents=True, exist_ok=True)
     report = Report(out)
@@ -319,7 +363,9 @@ def _write_report(sweep: Path, out_dir, target, formats, workers) -> Report:
         else:
             report.written += made
             figures[name] = made[0].name
-    text += figures_markdown(figures, report.skipped)
+    q, split = analysis.quality(runs), analysis.selection_split(curves)
+    rule = "" if target is None else target_rule(target, q, split)
+    text += figures_markdown(figures, report.skipped, rule)
     (out / "summary.md").write_text(text)
     report.written.append(out / "summary.md")
     return report

@@ -136,13 +136,21 @@ def time_to_target_table(target_summary: pd.DataFrame) -> pd.DataFrame:
     return table[setting_order(by_iter)].fillna("") if len(table) else table
 
 
-def profile_summary_table(matrix: pd.DataFrame, taus=(1.0, 1.25, 1.5, 2.0, 4.0)) -> pd.DataFrame:
+def profile_summary_table(
+    matrix: pd.DataFrame, taus=(1.0, 1.25, 1.5, 2.0, 4.0), names: dict[str, str] | None = None
+) -> pd.DataFrame:
     """Optimizer x tau: the share of problems (in %) on which the optimizer is within a factor
-    tau of the best, for one cost matrix (see profile_tables)."""
+    tau of the best, for one cost matrix (see profile_tables), and AlgoPerf's score (the area
+    under the profile up to tau 4, `analysis.profile_score`), which orders the rows (best
+    first); optimizers by their display `names` where given."""
     profile = analysis.performance_profile(matrix, taus)
     table = (profile.T * 100).round(0).astype(int).astype(str) + " %"
-    table = table.loc[optimizer_order(table.index)]
     table.columns = [f"tau {tau:g}" for tau in taus]
+    # AlgoPerf's score orders the rows: the area under the profile up to tau 4
+    score = analysis.profile_score(matrix)
+    table[f"score (area to tau {analysis.SCORE_TAU:g})"] = score.map(lambda v: f"{v:.3f}")
+    table = table.loc[sorted(table.index, key=lambda o: (-score[o], optimizer_order([o])))]
+    table.index = [(names or {}).get(o, o) for o in table.index]
     table.index.name = "optimizer"
     return table
 

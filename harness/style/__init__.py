@@ -7,7 +7,9 @@ a mean line with a min-max band (curves) or min-max error bars (points), log sca
 and learning rates, legends outside the axes.
 
 One module per concern: `colors`, `labels`, `layout` (figure shapes, titles, legends, saving),
-`ticks` (log axes), `settings` (how each setting is drawn); every name is here too.
+`ticks` (log axes), `settings` (how each setting is drawn), `names` (optimizers' display
+names), `study` (one look and name per optimizer across a study's figures); every name is
+here too.
 """
 
 from harness.style.colors import (
@@ -18,12 +20,14 @@ from harness.style.colors import (
     OPTIMIZER_COLORS,
     OPTIMIZER_ORDER,
     SETTING_COLORS,
+    STUDY_HUES,
     ZOO_PALETTE,
     ciede2000,
     cielab,
     color_distance,
     optimizer_color,
     optimizer_order,
+    study_palette,
     zoo_colours,
 )
 from harness.style.labels import (
@@ -66,6 +70,7 @@ from harness.style.layout import (
     text_width,
     wrapped_suptitle,
 )
+from harness.style.names import DISPLAY_NAMES, display_name, display_setting
 from harness.style.settings import (
     CONTEXT,
     CONTEXT_LW,
@@ -84,6 +89,7 @@ from harness.style.settings import (
     setting_order,
     setting_styles,
 )
+from harness.style.study import Study
 from harness.style.ticks import (
     MIN_LOG_LABELS,
     TICK_LABEL_GAP,
@@ -108,6 +114,12 @@ __all__ = [
     "optimizer_color",
     "optimizer_order",
     "zoo_colours",
+    "STUDY_HUES",
+    "study_palette",
+    "DISPLAY_NAMES",
+    "display_name",
+    "display_setting",
+    "Study",
     "LOSS_NAMES",
     "METRIC_LABELS",
     "PROFILE_LABELS",

@@ -157,3 +157,36 @@ def zoo_colours(optimizers: Sequence[str]) -> dict[str, str]:
         colours[optimizer] = best
         taken.append(best)
     return colours
+
+
+# --- one style per optimizer across a study's figures ------------------------------------------
+# A study's optimizers beyond the course's get STUDY_HUES colours in turn, then the same colours
+# again in the next line style and marker: few colours a reader tells apart in a legend, instead
+# of 100+ that blur into near-twins (two greys, two pinks, two purples).
+STUDY_HUES = 4
+
+
+@functools.cache
+def study_palette() -> tuple[str, ...]:
+    """STUDY_HUES saturated colours of ZOO_PALETTE, each in turn the furthest (CIEDE2000) from the
+    course's colours, the grey of a zoo's others and those taken before it: the colours of a
+    study's optimizers beyond the course's."""
+    taken = [CONTEXT_COLOR, "#ffffff", *OPTIMIZER_COLORS.values()]
+    # saturated and of middle lightness: greys read as the context, pastels vanish as thin lines
+    candidates = [
+        c for c in ZOO_PALETTE if 30 <= cielab(c)[0] <= 70 and np.hypot(*cielab(c)[1:]) >= 40
+    ]
+    chosen: list[str] = []
+    for _ in range(STUDY_HUES):
+        best = max(
+            (c for c in candidates if c not in chosen),
+            key=lambda c: min(color_distance(c, t) for t in [*taken, *chosen]),
+        )
+        chosen.append(best)
+    return tuple(chosen)
+
+
+def study_colour_combinations() -> list[tuple[int, int]]:
+    """(line style index, line marker index) in the order a study's optimizers take them: solid
+    lines first, then the other line styles, then markers along lines."""
+    return [(ls, lm) for lm in range(8) for ls in range(4)]

@@ -279,15 +279,18 @@ def figure_legend(
     )
 
 
-def legend_of_settings(fig: Figure, styles: dict[str, dict], extra=()) -> None:
-    """The figure's legend: each setting drawn in colour, one entry for the grey others of a
-    zoo (`is_context`), then the `extra` (handle, label) entries."""
+def legend_of_settings(
+    fig: Figure, styles: dict[str, dict], extra=(), names: dict[str, str] | None = None
+) -> None:
+    """The figure's legend: each setting drawn in colour (by its display name in `names`, where
+    given), one entry for the grey others of a zoo (`is_context`), then the `extra` (handle,
+    label) entries."""
     shown = {name: s for name, s in styles.items() if not is_context(s)}
     handles = [
         Line2D([], [], color=s["color"], ls=s["ls"], marker=s["marker"], ms=4, lw=1.4)
         for s in shown.values()
     ]
-    labels = list(shown)
+    labels = [(names or {}).get(name, name) for name in shown]
     for handle, label in [*context_entries(len(styles) - len(shown)), *extra]:
         handles.append(handle)
         labels.append(label)

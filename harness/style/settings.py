@@ -45,7 +45,10 @@ def setting_order(frame: pd.DataFrame, column: str = "setting") -> list[str]:
 
 
 def setting_styles(
-    frame: pd.DataFrame, column: str = "setting", shown: Sequence[str] | None = None
+    frame: pd.DataFrame,
+    column: str = "setting",
+    shown: Sequence[str] | None = None,
+    study=None,
 ) -> dict[str, dict]:
     """Per setting: its optimizer's colour (`optimizer_color`: the same in every figure), a line
     style, a marker for points (`marker`) and one along lines (`line_marker`, None for most):
@@ -56,21 +59,26 @@ def setting_styles(
     (what differs is something else: the embedding tables' optimizer, the momentum), each
     setting gets a colour of its own. `shown`: the settings drawn in colour (`focused`, for a
     zoo), in the order they get the zoo's colours (`zoo_colours`); the others get the grey
-    CONTEXT style (default: every setting is shown)."""
+    CONTEXT style (default: every setting is shown). `study` (`harness.style.study.Study`):
+    the look of each optimizer across the study's figures, so that an optimizer has one colour
+    in all of them; without it the figure chooses (`zoo_colours` for a zoo's focus)."""
     optimizer_of = dict(zip(frame[column], frame["optimizer"], strict=False))
     order = setting_order(frame, column)
+    look_of = study.look if study is not None else lambda _: None
     if shown is not None and set(order) - set(shown):
-        colours = zoo_colours([optimizer_of[s] for s in shown if s in optimizer_of])
-        coloured = _styles([s for s in order if s in set(shown)], optimizer_of, colours.get)
+        if study is None:
+            colours = zoo_colours([optimizer_of[s] for s in shown if s in optimizer_of])
+            look_of = lambda o: {"color": colours[o]} if o in colours else None  # noqa: E731
+        coloured = _styles([s for s in order if s in set(shown)], optimizer_of, look_of)
         return {s: coloured.get(s) or dict(CONTEXT) for s in order}
-    return _styles(order, optimizer_of)
+    return _styles(order, optimizer_of, look_of)
 
 
 def _styles(
-    order: list[str], optimizer_of: dict[str, str], colour_of: Callable = lambda _: None
+    order: list[str], optimizer_of: dict[str, str], look_of: Callable = lambda _: None
 ) -> dict[str, dict]:
-    """`setting_styles` of the settings in `order`: `colour_of` an optimizer, where it gives
-    one, else `optimizer_color`."""
+    """`setting_styles` of the settings in `order`: `look_of` an optimizer (its colour and, from
+    a study, its line style and marker), where it gives one, else `optimizer_color`."""
     one_optimizer = len(set(optimizer_of.values())) == 1 and len(optimizer_of) > 1
     styles: dict[str, dict] = {}
     count: dict[str, int] = {}
@@ -79,15 +87,24 @@ def _styles(
         optimizer = optimizer_of[setting]
         n = count.get(optimizer, 0)
         count[optimizer] = n + 1
+        look = look_of(optimizer) or {}
         colour = SETTING_COLORS[i % len(SETTING_COLORS)] if one_optimizer else None
-        colour = colour or colour_of(optimizer) or optimizer_color(optimizer)
+        colour = colour or look.get("color") or optimizer_color(optimizer)
+        # the study's line style and marker come first: the optimizer's look in every figure
+        own = (look.get("ls_index", 0), look.get("line_marker"))
+        start = combinations.index(own) + n if own in combinations else n
         taken = {
             (s["ls_index"], s["line_marker"])
             for s in styles.values()
             if color_distance(s["color"], colour) < MIN_COLOR_DISTANCE
         }
-        free = [c for c in combinations[n:] + combinations[:n] if c not in taken]
-        ls, line_marker = free[0] if free else combinations[n % len(combinations)]
+        ordered = combinations[start:] + combinations[:start]
+        free = [c for c in ordered if c not in taken]
+        ls, line_marker = free[0] if free else ordered[0]
+        if n == 0 and "ls_index" in look and not one_optimizer:
+            # a study's look is the optimizer's in every figure, told apart from the others'
+            # by the study (`Study.of`): a figure never moves it on
+            ls, line_marker = own
         styles[setting] = {
             "color": colour,
             "ls": LINE_STYLES[ls],
