@@ -103,3 +103,14 @@ def composed(overrides: list[str]) -> DictConfig:
         if wrapped is not None:
             raise wrapped from None
         raise ConfigError(_config_error_message(exc)) from None
+
+
+def key_value(arg: str, command: str, examples: str) -> tuple[str, str]:
+    """One argument of a command that takes Hydra overrides only, as (key, value); one line
+    naming `command` and its `examples` for anything else (a flag, a bare word)."""
+    if arg.startswith("-"):
+        raise ConfigError(f"{arg}: {command} takes Hydra overrides only ({examples})")
+    if "=" not in arg:
+        raise ConfigError(f"{arg}: an override is key=value")
+    key, value = arg.split("=", 1)
+    return key, value

@@ -12,6 +12,7 @@ from omegaconf import OmegaConf
 
 from harness.config.identity import executes, override_key
 from harness.errors import ConfigError
+from harness.zoo_phases import key_value
 
 REPO = Path(__file__).resolve().parents[2]
 CONF_DIR = REPO / "conf"
@@ -72,14 +73,12 @@ def parse(argv: list[str]) -> Request:
     rank = OmegaConf.load(RANK_FILE)
     own, overrides, nets, schedule = [], [], list(NETS), "constant"
     for arg in argv:
-        if arg.startswith("-"):
-            raise ConfigError(
-                f"{arg}: harness-rank takes Hydra overrides only (optimizer=lion, "
-                "optimizer.lr=1e-3, model=net2, schedule=warmup_cosine, rank.smoke=true)"
-            )
-        if "=" not in arg:
-            raise ConfigError(f"{arg}: an override is key=value")
-        key, value = arg.split("=", 1)
+        key, value = key_value(
+            arg,
+            "harness-rank",
+            "optimizer=lion, optimizer.lr=1e-3, model=net2, schedule=warmup_cosine, "
+            "rank.smoke=true",
+        )
         if key.startswith("rank."):
             if key.removeprefix("rank.") not in rank:
                 raise ConfigError(f"no setting {key}; rank settings: {', '.join(rank)}")

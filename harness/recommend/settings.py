@@ -13,6 +13,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from harness.errors import ConfigError
+from harness.zoo_phases import key_value
 
 REPO = Path(__file__).resolve().parents[2]
 CONF_DIR = REPO / "conf"
@@ -87,14 +88,12 @@ def parse(argv: list[str]) -> Request:
     own = OmegaConf.to_container(OmegaConf.load(OWN_FILE))
     overrides, given = [], set()
     for arg in argv:
-        if arg.startswith("-"):
-            raise ConfigError(
-                f"{arg}: harness-recommend takes Hydra overrides only (model=lenet, "
-                "data=arrays data.path=mine.npz, contenders=[sgd,adam], K=5, recommend.smoke=true)"
-            )
-        if "=" not in arg:
-            raise ConfigError(f"{arg}: an override is key=value")
-        key, value = arg.split("=", 1)
+        key, value = key_value(
+            arg,
+            "harness-recommend",
+            "model=lenet, data=arrays data.path=mine.npz, contenders=[sgd,adam], K=5, "
+            "recommend.smoke=true",
+        )
         bare = key.removeprefix("recommend.")
         if bare in own:
             own[bare] = yaml.safe_load(value) if value else None
