@@ -269,7 +269,13 @@ def test_a_problem_that_steps_several_optimizers_trains_without_checkpoints(tmp_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workers", [False, True], ids=["in-process", "workers"])
+@pytest.mark.parametrize(
+    "workers",
+    [
+        pytest.param(False, id="in-process"),
+        pytest.param(True, id="workers", marks=pytest.mark.heavy),
+    ],
+)
 def test_a_killed_sweep_goes_on_from_its_checkpoints(tmp_path, workers):
     """SIGKILL to a sweep's process group once a stack has saved a checkpoint past step 125 (of
     300): the same command goes on from it, and the sweep's curves equal those of a sweep never

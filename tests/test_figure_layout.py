@@ -224,6 +224,7 @@ def test_no_text_covers_another_in_a_zoo_sized_sweeps_figures(smoke_sweep):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_long_setting_names_widen_the_figures_not_squeeze_their_panels(smoke_sweep):
     """Settings named like a batch-size study's (`momentum: study.budget=epochs, ...`): the
     names beside bars and in legends take their width; no panel collapses (pyproject turns

@@ -209,6 +209,7 @@ def test_smoke_answers_on_a_synthetic_npz(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # a CNN through the same pipeline as test_smoke_answers_on_a_synthetic_npz
 def test_smoke_answers_on_lenet(tmp_path, mnist_dir):
     done = recommend(
         "model=lenet",

@@ -166,7 +166,7 @@ def _start_sweep(overrides: list[str], cwd: Path, stderr: int) -> subprocess.Pop
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("engine", ["auto", "single"])
+@pytest.mark.parametrize("engine", ["auto", pytest.param("single", marks=pytest.mark.heavy)])
 def test_killed_sweep_resumes_every_run_exactly_once(tmp_path, engine):
     overrides = [
         "-m",

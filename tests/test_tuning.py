@@ -614,6 +614,8 @@ def test_a_tuning_study_is_followed_back_to_its_trials_or_skipped_in_one_line(
 
 
 @pytest.mark.slow
+# heavy: the phases test_the_evaluation_phase_takes_the_rate_the_validation_set_chose checks
+@pytest.mark.heavy
 def test_the_decayed_zoos_three_phases_decay_each_run_to_zero_over_its_own_length(tmp_path):
     """The decayed zoo's presets end to end on tiny runs: phase 1 (40 steps), its shortlist and
     the evaluation (80 steps each), each run's rate warmed up to its peak and decayed to zero
