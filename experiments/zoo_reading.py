@@ -107,11 +107,9 @@ def beats(runs: pd.DataFrame, versus: pd.DataFrame) -> list[str]:
         ]
         better = rows[rows["verdict"] == BETTER]
         if len(better):
-            table = report.reference_table(better, net)  # the summary's table, those rows
-            table["setting"] = [
-                study.setting(s, o)
-                for s, o in zip(better["setting"], better["optimizer"], strict=True)
-            ]
+            pairs = zip(rows["setting"], rows["optimizer"], strict=True)
+            named = {s: study.setting(s, o) for s, o in pairs}
+            table = report.reference_table(better, net, named)  # the summary's, those rows
             at = table.columns.get_loc("verdict") + 1
             table.insert(at, "after Bonferroni", better["bonferroni"].to_numpy())
             table.insert(at + 1, "after Holm", better["holm"].to_numpy())

@@ -106,3 +106,15 @@ def test_welch_p_matches_scipy_and_is_nan_without_spread():
     assert cmp.welch_p(a, b) == pytest.approx(stats.ttest_ind(a, b, equal_var=False).pvalue)
     assert np.isnan(cmp.welch_p([1.0, 1.0], [1.0, 1.0]))
     assert np.isnan(cmp.welch_p([1.0], [1.0, 2.0]))
+
+
+def test_compare_to_reference_corrects_over_the_family_it_is_given():
+    """The summary's tests leave a diverged setting out of the table but not out of the
+    family: with 20 comparisons a p-value near 0.01 no longer rejects, with 1 it does."""
+    seeds = {"ref": [1.0, 1.02, 0.98], "better": [1.06, 1.07, 1.04]}
+    alone = cmp.compare_to_reference(seeds, "ref", margin=0.01).set_index("setting")
+    wide = cmp.compare_to_reference(seeds, "ref", margin=0.01, family=20).set_index("setting")
+    p = alone.loc["better", "p"]
+    assert 0.05 / 20 < p <= 0.05, p  # the case the family decides
+    assert alone.loc["better", "holm"] == alone.loc["better", "bonferroni"] == "better"
+    assert wide.loc["better", "holm"] == wide.loc["better", "bonferroni"] == "not told apart"

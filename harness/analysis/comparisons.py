@@ -104,10 +104,11 @@ def holm(p_values: Sequence[float], alpha: float = 0.05, m: int | None = None) -
     return rejected
 
 
-def bonferroni(p_values: Sequence[float], alpha: float = 0.05) -> np.ndarray:
-    """Bonferroni: each hypothesis rejected where p <= alpha / m (m: the non-NaN p-values)."""
+def bonferroni(p_values: Sequence[float], alpha: float = 0.05, m: int | None = None) -> np.ndarray:
+    """Bonferroni: each hypothesis rejected where p <= alpha / m (`m`: the family's size, by
+    default the non-NaN p-values, as `holm`'s)."""
     p = np.asarray(p_values, dtype=float)
-    m = int((~np.isnan(p)).sum())
+    m = int((~np.isnan(p)).sum()) if m is None else m
     return np.where(np.isnan(p), False, p <= alpha / max(m, 1))
 
 
@@ -165,12 +166,13 @@ def compare_to_reference(
     reference: str,
     margin: float,
     alpha: float = 0.05,
+    family: int | None = None,
 ) -> pd.DataFrame:
     """Every setting of `seeds` (final values per seed, higher better) against `reference`:
     the difference of means, Welch's two-sided p-value, Bonferroni's and Holm's verdicts over
-    the family (every setting but the reference), TOST at ±`margin` (equivalent / different /
-    undecided), and P(X > reference). Rows in the order of `seeds`, the reference's row with
-    NaN tests."""
+    the family (`family` comparisons; default: every setting of `seeds` but the reference),
+    TOST at ±`margin` (equivalent / different / undecided), and P(X > reference). Rows in the
+    order of `seeds`, the reference's row with NaN tests."""
     base = np.asarray(seeds[reference], dtype=float)
     rows = []
     for name, values in seeds.items():
@@ -191,8 +193,8 @@ def compare_to_reference(
             }
         )
     table = pd.DataFrame(rows)
-    table["bonferroni"] = _verdicts(table, bonferroni(table["p"], alpha))
-    table["holm"] = _verdicts(table, holm(table["p"], alpha))
+    table["bonferroni"] = _verdicts(table, bonferroni(table["p"], alpha, family))
+    table["holm"] = _verdicts(table, holm(table["p"], alpha, family))
     table.loc[table["setting"] == reference, ["bonferroni", "holm", "tost"]] = "reference"
     return table
 

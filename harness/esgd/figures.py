@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 from harness.analysis import t_interval
 from harness.esgd import tables as t
 from harness.esgd.record import changed_settings
-from harness.style import STYLE, optimizer_color, optimizer_order, save_figure
+from harness.style import STYLE, display_name, optimizer_color, optimizer_order, save_figure
 
 METHOD_COLORS = {
     "single": "#4d4d4d",
@@ -97,7 +97,9 @@ def optimizer_figure(table6: pd.DataFrame, share: pd.DataFrame) -> Figure:
         bottom = np.zeros(len(counts))
         for name in optimizer_order(counts.columns):
             color = optimizer_color(name)
-            count_ax.bar(counts.index, counts[name], bottom=bottom, color=color, label=name)
+            count_ax.bar(
+                counts.index, counts[name], bottom=bottom, color=color, label=display_name(name)
+            )
             bottom += counts[name].to_numpy()
             rows = esgd[esgd["optimizer"] == name]
             lr_ax.scatter(rows["generation"], rows["lr"], color=color, s=18, alpha=0.8)

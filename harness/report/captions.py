@@ -57,7 +57,9 @@ CAPTIONS = {
         "cost (final training loss, iterations or seconds to the target) is within a factor tau "
         "of the best optimizer's (log2 tau; tau = 1: it is the best); a failure (never reaching "
         "the target) never counts. Legend: AlgoPerf's score, the area under the first panel's "
-        "profile from tau 1 to 4 over 3 (1: best on every problem), best first. {rule}"
+        "profile from tau 1 to 4 over 3 (1: best on every problem), best first. In a zoo, each "
+        "panel's 4 best (by the area under its profile) and the course's best are coloured, the "
+        "others thin grey steps. {rule}"
     ),
     "tuned_hyperparameters": (
         "The learning rate and momentum a self-tuning optimizer set itself along the run, per seed."
@@ -68,11 +70,14 @@ CAPTIONS = {
     ),
     "tuning_gain": "Each setting after one trial of tuning and after all of them.",
     "quality_against_step_time": (
-        "Final test error against the time of one step alone (log x), each setting at its "
-        "learning rate chosen on validation; numbered points, their names in the legend; "
-        "dashed: the settings no other beats in both step time and validation quality; a "
-        "cross: a setting with a diverged seed (never on the front). In a zoo only the best few "
-        "of each net and the course's best are coloured, the others grey."
+        "Final test error against the time of one step alone, measured on this machine (both "
+        "log scales), each setting at its learning rate chosen on validation, mean over seeds "
+        "with 95 % CI bars; numbered points, their names in the legend; dashed: the settings "
+        "no other beats in both step time and validation quality; a cross: a setting with a "
+        "diverged seed (never on the front). Each panel's y axis ends at 1.5 times its 75th "
+        "percentile of error: settings beyond (front or not) are triangles on the top edge, "
+        "counted in its title. In a zoo only the best few of each net and the course's "
+        "best are coloured, the others grey."
     ),
 }
 COURSE_CAPTION = (

@@ -38,6 +38,19 @@ LABEL_ALL = 16
 LONG_NAME = 32
 
 
+# A panel's y axis ends at this many times its 75th percentile of error: one setting at 50 %
+# error (or a fast one on the front at 30 %) would squeeze the front's close calls, what the
+# figure is for, into its floor.
+WINDOW_OVER_Q75 = 1.5
+
+
+def window_top(error: np.ndarray, ci: np.ndarray) -> float:
+    """The top of a panel's error axis: room for most settings and their bars; settings above
+    it are drawn on the edge, pointing up."""
+    top = WINDOW_OVER_Q75 * float(np.nanpercentile(error, 75))
+    return min(top, 1.1 * float(np.nanmax(error + ci)))
+
+
 def pareto_front(seconds: np.ndarray, error: np.ndarray) -> np.ndarray:
     """Whether each point is on the front: no other point is both faster and better."""
     order = np.lexsort((error, seconds))
@@ -97,21 +110,31 @@ def quality_against_step_time_figure(runs: pd.DataFrame, study: Study | None = N
                 ended, np.inf, -chosen_by if analysis.higher_is_better(runs, chooser) else chosen_by
             ),
         )
-        ax.errorbar(seconds, error, yerr=ci, fmt="none", ecolor="0.6", lw=0.8, zorder=1)
-        ax.scatter(seconds[~ended], error[~ended], c=list(colors[~ended]), s=22, zorder=2, lw=0)
-        ax.scatter(seconds[ended], error[ended], c=list(colors[ended]), s=26, zorder=2, marker="x")
-        ax.plot(np.sort(seconds[front]), error[front][np.argsort(seconds[front])], "k--", lw=0.8)
+        top = window_top(error, ci)
+        off = error > top  # drawn on the top edge, pointing up
+        shown = np.minimum(error, top / 1.03)
+        ax.errorbar(
+            seconds[~off], error[~off], yerr=ci[~off], fmt="none", ecolor="0.6", lw=0.8, zorder=1
+        )
+        for where, marker, size in ((~ended & ~off, "o", 22), (ended & ~off, "x", 26)):
+            ax.scatter(seconds[where], error[where], c=list(colors[where]), s=size, marker=marker)
+        if off.any():
+            ax.scatter(seconds[off], shown[off], c=list(colors[off]), s=26, marker="^", lw=0)
+        order = np.argsort(seconds[front])
+        ax.plot(seconds[front][order], shown[front][order], "k--", lw=0.8)
         log_x(ax)
         log_y(ax)
+        ax.set_ylim(top=top)
         ax.set_xlabel("one optimizer step alone (ms)")
         ax.set_ylabel("final test error (%)")
-        ax.set_title(net_title(best, net))
+        above = f"; ▲ {off.sum()} above {top:.3g} %" if off.any() else ""
+        ax.set_title(net_title(best, net) + above)
         display = np.array(
             [study.setting(s, o) for s, o in zip(panel["setting"], panel["optimizer"], strict=True)]
         )
         named = np.ones(len(panel), bool) if len(panel) <= LABEL_ALL else front
-        others = (seconds[~named], error[~named])
-        labelled.append((ax, seconds[named], error[named], display[named], others))
+        others = (seconds[~named], shown[~named])
+        labelled.append((ax, seconds[named], shown[named], display[named], others))
     keyed = {name for *_, names, _ in labelled for name in names}
     numbered = max((len(str(name)) for name in keyed), default=0) > LONG_NAME
     if numbered:
@@ -128,14 +151,8 @@ def quality_against_step_time_figure(runs: pd.DataFrame, study: Study | None = N
         ]
         labels = [f"{number[s]}: {study.setting(s, optimizer_of[s])}" for s in shown]
         figure_legend(fig, handles, labels)
-    wrapped_suptitle(
-        fig,
-        "Final test error against the cost of one step, each setting at its learning rate "
-        f"chosen on {split}\n(dashed: settings no other beats in both step time and {split} "
-        "error; bars: 95 % CI over seeds; step times measured alone, on this machine"
-        + ("; ×: a seed diverged or failed" if (best["n_diverged"] > 0).any() else "")
-        + ")",
-    )
+    # what the dashes, bars and marks mean is the caption's (report.captions)
+    wrapped_suptitle(fig, f"Final test error against one step's time (rates chosen on {split})")
     renderer = settled(fig)  # the layout complete, once: labels do not move it
     for ax, xs, ys, names, others in labelled:
         label_points(ax, xs, ys, names, others=others, renderer=renderer)

@@ -37,6 +37,9 @@ def _profile_width(i: int, n: int) -> float:
 # 2^30 times slower than the best reads no differently from one that failed. AlgoPerf scores
 # the profile up to a ratio of 4 (`analysis.SCORE_TAU`, a dotted line).
 TAU_VIEW = 32.0
+# A zoo's profiles colour each panel's PROFILE_TOP best (and the course's best): three panels'
+# FOCUS_TOP made 19 coloured steps, more than a reader tells apart.
+PROFILE_TOP = 4
 
 
 def _profile_ticks(tau_max: float) -> list[float]:
@@ -71,7 +74,7 @@ def performance_profile_figure(
     names = optimizer_order({o for c in usable.values() for o in c.columns})
     profiles = {key: analysis.performance_profile(matrix) for key, matrix in usable.items()}
     focus = {  # a zoo's focus: each panel's best profiles
-        key: focused(_by_area(profile), {n: n for n in names}, len(names))
+        key: focused(_by_area(profile), {n: n for n in names}, len(names), PROFILE_TOP)
         for key, profile in profiles.items()
     }
     shown = [n for n in names if any(n in f for f in focus.values())]

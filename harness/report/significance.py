@@ -51,7 +51,10 @@ def comparison_table(runs: pd.DataFrame, versus: pd.DataFrame, net: str, study: 
     per_setting = {c: seeds[c] for c in ids}
     reference = rows.loc[rows["verdict"] == "reference", "config_id"].iloc[0]
     margin = margin_of(test, float(np.mean(seeds[reference])))
-    tested = comparisons.compare_to_reference(per_setting, reference, margin).set_index("setting")
+    # the family counts the net's diverged settings too, as the readings' (analysis.reference)
+    family = int((versus["net"] == net).sum()) - 1
+    tested = comparisons.compare_to_reference(per_setting, reference, margin, family=family)
+    tested = tested.set_index("setting")
     ranks = comparisons.bootstrap_ranks(per_setting).set_index("setting")
     k = scale(test)
     digits = 2 if is_percent(test) else 4
@@ -96,7 +99,8 @@ def significance_markdown(runs: pd.DataFrame, study: Study) -> list[str]:
         f"(the best of the course's optimizers on validation), on {name}; settings with a "
         "diverged seed left out. Difference: mean minus the reference's (better is +). "
         "Welch p: Welch's two-sided t-test; Bonferroni and Holm: its verdict corrected for the "
-        "net's comparisons (Holm's step-down, at the same family-wise 5 %, never rejects fewer). "
+        "net's comparisons, every setting but the reference, a diverged one too (Holm's "
+        "step-down, at the same family-wise 5 %, never rejects fewer). "
         "TOST: two one-sided Welch tests at 5 % of a difference within the stated margin, "
         "'equivalent' where both reject, 'different' where Welch's 95 % interval leaves zero "
         "out, else 'undecided' (the seeds tell neither). P(better than ref.): the probability "

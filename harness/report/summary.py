@@ -162,8 +162,7 @@ def against_the_course_markdown(runs: pd.DataFrame, best: pd.DataFrame) -> list[
         "trained it.",
     ]
     for net in table["net"].unique():  # in the order of the best configs: by model
-        rows = reference_table(table, net)
-        rows["setting"] = rows["setting"].map(lambda s: names.get(s, s))
+        rows = reference_table(table, net, names)
         parts += ["", f"### {net}", "", markdown_table(rows, index=False)]
     return parts
 

@@ -155,11 +155,16 @@ def profile_summary_table(
     return table
 
 
-def reference_table(table: pd.DataFrame, net: str) -> pd.DataFrame:
+def reference_table(
+    table: pd.DataFrame, net: str, names: dict[str, str] | None = None
+) -> pd.DataFrame:
     """One net's rows of `analysis.against_reference`, ranked by their gain: the final test
     quality (mean ± 95 % CI over seeds), the gain over the reference with its 95 % interval
-    (Welch), the verdict, and the step time alone."""
+    (Welch), the verdict, and the step time alone; settings by their display names `names`
+    (setting: name; default: as the table has them)."""
     rows = table[table["net"] == net]
+    names = names or {}
+    reference = rows["reference"].iloc[0]
     test = next(c.removesuffix("_mean") for c in rows if c.startswith("final_test_"))
     k, digits = scale(test), _metric_digits(test)
     unit = "points, " if is_percent(test) else ""
@@ -168,12 +173,12 @@ def reference_table(table: pd.DataFrame, net: str) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "rank": range(1, len(rows) + 1),
-            "setting": rows["setting"].to_numpy(),
+            "setting": [names.get(s, s) for s in rows["setting"]],
             "lr": [lr_text(lr) for lr in rows["lr"]],
             METRIC_LABELS.get(test, test): [
                 _fmt(m, c, k, digits) for m, c in zip(means, cis, strict=True)
             ],
-            f"gain over {rows['reference'].iloc[0]} ({unit}95 % CI)": [
+            f"gain over {names.get(reference, reference)} ({unit}95 % CI)": [
                 "n/a"  # a diverged seed: no outcome to compare
                 if not np.isfinite(g)
                 else f"{g * k:+.{digits}f}"

@@ -151,15 +151,16 @@ CONTEXT = {
 CONTEXT_LW = 0.7
 
 
-def focused(ranked: Sequence[str], optimizer_of: dict[str, str], settings: int) -> list[str]:
+def focused(
+    ranked: Sequence[str], optimizer_of: dict[str, str], settings: int, top: int = FOCUS_TOP
+) -> list[str]:
     """The settings a panel draws in colour, best first: all of `ranked` (the panel's settings,
-    best first) when the figure has at most LEGIBLE_SETTINGS `settings`; else the FOCUS_TOP
-    first, and the first of a course optimizer (`optimizer_of` each setting's) if not among
-    them."""
+    best first) when the figure has at most LEGIBLE_SETTINGS `settings`; else the `top` first,
+    and the first of a course optimizer (`optimizer_of` each setting's) if not among them."""
     ranked = list(ranked)
     if settings <= LEGIBLE_SETTINGS:
         return ranked
-    shown = ranked[:FOCUS_TOP]
+    shown = ranked[:top]
     reference = next((s for s in ranked if optimizer_of[s] in COURSE_OPTIMIZERS), None)
     return shown + ([reference] if reference is not None and reference not in shown else [])
 
