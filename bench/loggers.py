@@ -4,12 +4,15 @@
 its ratio to `logger=none`'s median.
 
     python bench/loggers.py [--repeats 3] [--iterations 2000] [--seeds 2] [--data-root DIR]
-                            [--loggers tensorboard,mlflow] [OVERRIDE ...]
+                            [--experiment smoke] [--loggers tensorboard,mlflow] [OVERRIDE ...]
 
-Each command trains experiment=smoke (net1 and net2 x SGD and Adam x `--seeds` seeds, in 2
-stacks; a train-metric row every 5 steps: more rows per second than any study streams) into a
-fresh sweep folder; further Hydra overrides are added to every command (train.log_every=10
-train.eval_every=500: the zoo's cadence, a row every 10 steps and an evaluation every 500).
+By default each command trains experiment=smoke (net1 and net2 x SGD and Adam x `--seeds`
+seeds, in 2 stacks, on 2,000 training images; a train-metric row every 5 steps: more rows per
+second than any study streams) into a fresh sweep folder; further Hydra overrides are added to
+every command (train.log_every=10 train.eval_every=500: the zoo's cadence, a row every 10 steps
+and an evaluation every 500). `--experiment ''` trains the default config instead (all of
+MNIST, the zoo's cadence) with the sweep the overrides give: `--experiment '' model=net2
+optimizer=sgd,momentum,...` is a slice of a zoo phase 1, its trials of 2,000 iterations.
 Each logger has a working directory of its own, kept across its repeats, as a user's is: the
 local MLflow store (`mlflow.db`) is made by a first, untimed sweep, whose extra time over
 `logger=none`'s is printed apart as the one-off cost of a new store.
@@ -26,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness.storage import read_runs
+
 LOGGERS = {
     "none": "logger=none",
     "tensorboard": "logger=tensorboard",
@@ -39,8 +44,9 @@ def once(choice: str, args: argparse.Namespace, work: Path, sweep: str) -> float
     `work` (its MLflow store there) into the fresh folder `sweep`."""
     command = [
         sys.executable, "-c", "from harness.cli import train; train()", "-m",
-        "experiment=smoke", f"train.iterations={args.iterations}", f"data.root={args.data_root}",
-        f"seed=range({args.seeds})",
+        *([f"experiment={args.experiment}"] if args.experiment else []),
+        f"train.iterations={args.iterations}",
+        f"data.root={args.data_root}", f"seed=range({args.seeds})",
         f"hydra.sweep.dir={work / sweep}", LOGGERS[choice], *args.overrides,
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -55,6 +61,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--iterations", type=int, default=2000)
     parser.add_argument("--seeds", type=int, default=2, help="seeds per net and optimizer")
+    parser.add_argument(
+        "--experiment", default="smoke", help="the preset each command trains ('': none)"
+    )
     parser.add_argument("--loggers", default=",".join(LOGGERS), help="of " + ", ".join(LOGGERS))
     parser.add_argument("--data-root", default=os.environ.get("HARNESS_DATA_ROOT", "data"))
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every command")
@@ -70,10 +79,11 @@ def main() -> None:
         for repeat in range(args.repeats):
             for name, work in works.items():
                 times[name].append(once(name, args, work, f"sweep{repeat}"))
+        runs = len(read_runs(works["none"] / "first"))
     base = statistics.median(times["none"])
-    runs = 4 * args.seeds
     print(
-        f"experiment=smoke, {runs} runs, train.iterations={args.iterations}, {args.repeats} repeats"
+        f"experiment={args.experiment} {' '.join(args.overrides)}, {runs} runs, "
+        f"train.iterations={args.iterations}, {args.repeats} repeats"
     )
     print("| logger | median wall s | ratio to none | all | first sweep (new store) |")
     print("|---|---|---|---|---|")

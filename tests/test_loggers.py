@@ -21,6 +21,7 @@ from omegaconf import OmegaConf
 from conftest import MNIST_DIR, compose_config, hydra_context, run_cli, small
 from harness.config.identity import config_hash
 from harness.loggers.export import export
+from harness.loggers.mlflow import store_lock
 from harness.results import CHECKPOINTS_FOLDER
 from harness.stacking.stack import execute_group
 from harness.training.checkpoint import Checkpoint
@@ -210,7 +211,9 @@ def test_a_sweep_killed_by_sigkill_resumes_its_records_without_a_step_twice(tmp_
     overrides = [
         "-m",
         *TINY,
-        "train.iterations=3000",
+        # long enough for the logging process (MLflow's import and a new store: seconds) to
+        # stream steps past a checkpoint before the training ends
+        "train.iterations=12000",
         "train.eval_every=500",
         "train.log_every=50",
         "model=net1",
@@ -241,7 +244,9 @@ def test_a_sweep_killed_by_sigkill_resumes_its_records_without_a_step_twice(tmp_
         return max(steps)
 
     def streamed_step() -> int:
-        with contextlib.suppress(Exception):  # the store's tables not made yet
+        # under the store's lock, as the loggers open it: a client opening a new store makes
+        # its tables, and two processes making them at once collide
+        with contextlib.suppress(Exception), store_lock(store):
             client = MlflowClient(tracking_uri=store)
             experiment = client.get_experiment_by_name("study")
             runs = client.search_runs([experiment.experiment_id]) if experiment else []
@@ -252,7 +257,7 @@ def test_a_sweep_killed_by_sigkill_resumes_its_records_without_a_step_twice(tmp_
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
         saved = saved_step()
-        if saved >= 500 and streamed_step() > saved and saved_step() < 3000:
+        if saved >= 500 and streamed_step() > saved and saved_step() < 12000:
             break
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)

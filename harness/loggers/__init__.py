@@ -3,10 +3,10 @@ conf/logger/): TensorBoard (`harness.loggers.tensorboard`) and MLflow (`harness.
 one or both; `harness.loggers.export` sends committed studies to them afterwards.
 
 A run's `Stream` takes the metric rows the training loop records (`engine.Recorder`'s sink) and
-hands them to each tool, at most every `flush_s` seconds, from one thread per process: the
-training loop only appends to a list, so a tool's import, its store and its network stay out of
-the loop's time. A tool's failure is a warning, never the run's: the run's folder holds its
-results whatever a tracking tool does.
+hands them to each tool, at most every `flush_s` seconds, through one logging process per
+training process: the training loop only appends to a list, so a tool's import, its store and
+its network stay out of the loop's time, and off its interpreter. A tool's failure is a
+warning, never the run's: the run's folder holds its results whatever a tracking tool does.
 
 Resuming continues each run's tool record without duplicates: a tool reads the last step it
 holds of each metric when it opens a run again, and takes only later steps
@@ -18,7 +18,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import itertools
 import logging
+import multiprocessing
+import multiprocessing.util
+import os
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -59,51 +65,72 @@ class Logger(Protocol):
         ...
 
 
-# One thread per process does every tool's work, in the order it was asked for.
-_thread: concurrent.futures.ThreadPoolExecutor | None = None
+# Every tool's work (its import, its store, its calls) happens in one logging process per
+# training process, in the order it was asked for: in a thread of the training process it held
+# the GIL against the training loop (MLflow's store is pure Python), where a process of its own
+# runs on a core the training leaves idle, if there is one. bench/README.md has the figures.
+_pool: concurrent.futures.ProcessPoolExecutor | None = None
+_keys = itertools.count()
 
 
-def _executor() -> concurrent.futures.ThreadPoolExecutor:
-    global _thread
-    if _thread is None:
-        _thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="harness-loggers")
-    return _thread
+def _logging_process() -> concurrent.futures.ProcessPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = concurrent.futures.ProcessPoolExecutor(
+            1,
+            mp_context=multiprocessing.get_context("spawn"),  # no fork of a torch process
+            initializer=_serve,
+            initargs=(os.getpid(),),
+        )
+        # A worker process (of a sweep's pool) joins its children before the threads' exit
+        # hooks would shut the pool down: shut it down first, or the two wait on each other;
+        # and before its queues' feeders close (their finalizers' priority is 10).
+        multiprocessing.util.Finalize(_pool, _pool.shutdown, exitpriority=100)
+    return _pool
 
 
-class Stream:
-    """A run's metric rows on their way to its tracking tools: `__call__` (the recorder's sink)
-    buffers them, and every `flush_s` seconds the logging thread sends them."""
+def _serve(parent: int) -> None:
+    """In the logging process: Ctrl-C and SIGTERM are the training process's to handle (it then
+    ends each record as killed, through this process); when it is gone (SIGKILL), so is this."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
-    def __init__(self, loggers: Sequence[Logger], flush_s: float, name: str) -> None:
-        self.loggers, self.flush_s, self.name = list(loggers), flush_s, name
-        self.buffer: list[Row] = []
-        self.sent = time.monotonic()
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True, name="harness-loggers-watch").start()
+
+
+class _Records:
+    """In the logging process: one run's records, one per tool; a tool that raises is dropped
+    with a warning (returned to the training process, which logs it)."""
+
+    def __init__(self, loggers: Sequence[Logger], name: str) -> None:
+        self.loggers: list[Logger | None] = list(loggers)
+        self.name = name
         self.last: list[dict[str, int]] = [{} for _ in self.loggers]
-        self.pending = _executor().submit(self._each, "open", self._opened)
+        self.warnings: list[str] = []
 
-    def _each(self, method: str, then: Callable | None = None, *args: Any) -> None:
-        """Call `method` of every live logger; a logger that raises warns once and is dropped."""
+    def _drop(self, i: int, exc: Exception) -> None:
+        tool = type(self.loggers[i]).__name__
+        self.warnings.append(f"{self.name}: {tool} stopped logging ({type(exc).__name__}: {exc})")
+        self.loggers[i] = None
+
+    def each(self, method: str, *args: Any) -> None:
         for i, logger in enumerate(self.loggers):
             if logger is None:
                 continue
             try:
                 found = getattr(logger, method)(*args)
-                if then is not None:
-                    then(i, found)
             except Exception as exc:  # noqa: BLE001 - a tracking tool never fails a run
-                log.warning(
-                    "%s: %s stopped logging (%s: %s)",
-                    self.name,
-                    type(logger).__name__,
-                    type(exc).__name__,
-                    exc,
-                )
-                self.loggers[i] = None  # type: ignore[call-overload]
+                self._drop(i, exc)
+                continue
+            if method == "open":
+                self.last[i] = dict(found)
 
-    def _opened(self, i: int, last: dict[str, int]) -> None:
-        self.last[i] = dict(last)
-
-    def _send(self, rows: list[Row]) -> None:
+    def send(self, rows: list[Row]) -> None:
         for i, logger in enumerate(self.loggers):
             if logger is None:
                 continue
@@ -114,17 +141,67 @@ class Stream:
             try:
                 logger.log(new)
             except Exception as exc:  # noqa: BLE001
-                log.warning(
-                    "%s: %s stopped logging (%s: %s)",
-                    self.name,
-                    type(logger).__name__,
-                    type(exc).__name__,
-                    exc,
-                )
-                self.loggers[i] = None  # type: ignore[call-overload]
+                self._drop(i, exc)
                 continue
             for r in new:
                 last[r[3]] = r[0]
+
+    def drained(self) -> list[str]:
+        found, self.warnings = self.warnings, []
+        return found
+
+
+_records: dict[int, _Records] = {}  # in the logging process, by stream key
+
+
+def _open(key: int, loggers: Sequence[Logger], name: str) -> list[str]:
+    records = _records[key] = _Records(loggers, name)
+    records.each("open")
+    return records.drained()
+
+
+def _send(key: int, rows: list[Row]) -> list[str]:
+    records = _records[key]
+    records.send(rows)
+    return records.drained()
+
+
+def _end(key: int, method: str, argument: Any) -> list[str]:
+    records = _records.pop(key)
+    records.each(method, argument)
+    return records.drained()
+
+
+class Stream:
+    """A run's metric rows on their way to its tracking tools: `__call__` (the recorder's sink)
+    buffers them, and every `flush_s` seconds the logging process is sent them."""
+
+    def __init__(self, loggers: Sequence[Logger], flush_s: float, name: str) -> None:
+        self.flush_s, self.name = flush_s, name
+        self.key = next(_keys)
+        self.buffer: list[Row] = []
+        self.sent = time.monotonic()
+        self.pending: list[concurrent.futures.Future] = []
+        self._submit(_open, self.key, list(loggers), name)
+
+    def _submit(self, work: Callable, *args: Any) -> None:
+        try:
+            self.pending.append(_logging_process().submit(work, *args))
+        except Exception as exc:  # noqa: BLE001 - e.g. the logging process is gone
+            log.warning("%s: tracking stopped (%s: %s)", self.name, type(exc).__name__, exc)
+        self._collect(wait=False)
+
+    def _collect(self, wait: bool) -> None:
+        """Log the warnings of the logging process's finished work (all of it: `wait`)."""
+        for future in list(self.pending):
+            if not (wait or future.done()):
+                continue
+            self.pending.remove(future)
+            try:
+                for warning in future.result():
+                    log.warning(warning)
+            except Exception as exc:  # noqa: BLE001
+                log.warning("%s: tracking stopped (%s: %s)", self.name, type(exc).__name__, exc)
 
     def __call__(self, rows: Iterable[Row]) -> None:
         self.buffer.extend(rows)
@@ -134,17 +211,19 @@ class Stream:
     def flush(self) -> None:
         rows, self.buffer, self.sent = self.buffer, [], time.monotonic()
         if rows:
-            self.pending = _executor().submit(self._send, rows)
+            self._submit(_send, self.key, rows)
 
     def finish(self, record: dict[str, Any]) -> None:
         """Send what is buffered, end every record with the run's, and wait for it."""
         self.flush()
-        _executor().submit(self._each, "finish", None, record).result()
+        self._submit(_end, self.key, "finish", record)
+        self._collect(wait=True)
 
     def abort(self, status: str) -> None:
         """Send what is buffered and end every record as `status`, waiting for it."""
         self.flush()
-        _executor().submit(self._each, "abort", None, status).result()
+        self._submit(_end, self.key, "abort", status)
+        self._collect(wait=True)
 
 
 def chosen(cfg: DictConfig) -> list[str]:
@@ -209,18 +288,3 @@ def aborting(streams: Sequence[Stream | None]) -> Iterator[None]:
             if stream is not None:
                 stream.abort(status)
         raise
-
-
-def prepare(runs: Iterable[tuple[DictConfig, Path]]) -> None:
-    """Before workers start: create each MLflow store and experiment the runs will log to, once
-    (workers that created one SQLite store together would race on its tables)."""
-    from harness.loggers import mlflow as mlflow_logger
-
-    seen = set()
-    for cfg, out_dir in runs:
-        if "mlflow" in chosen(cfg):
-            node = cfg.logger.mlflow
-            key = (mlflow_logger.tracking_uri(node), mlflow_logger.experiment_name(node, out_dir))
-            if key not in seen:
-                seen.add(key)
-                mlflow_logger.experiment_id(mlflow_logger.client(key[0]), key[1])

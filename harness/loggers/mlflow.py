@@ -10,11 +10,18 @@ The store is `logger.mlflow.tracking_uri`, else `$MLFLOW_TRACKING_URI`, else a l
 file, `mlflow.db` in the working directory. A run is found again by its config hash (tag
 `config_hash`, unique in a study): a resumed run continues its MLflow run from the last step
 each metric holds.
+
+Each call to a store costs ~10 ms whatever it carries (bench/README.md), so a run makes as few
+as it can: its params go with its first metrics, its two artifacts go in one call when it ends,
+and a process opens its client, store and experiments once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,10 +55,46 @@ def experiment_name(node: Any, out_dir: Path) -> str:
     return str(given) if given else study_of(out_dir)
 
 
-def client(uri: str):
-    from mlflow.tracking import MlflowClient
+_clients: dict[str, Any] = {}  # per process: one client, and one store, per URI
+_experiments: dict[tuple[str, str], str] = {}
 
-    return MlflowClient(tracking_uri=uri)
+
+def client(uri: str):
+    """The process's client of the store at `uri` (a new store's tables made under
+    `store_lock`: MLflow makes them when its client first opens the store)."""
+    if uri not in _clients:
+        from mlflow.tracking import MlflowClient
+
+        with store_lock(uri):
+            _clients[uri] = MlflowClient(tracking_uri=uri)
+            _clients[uri].search_experiments(max_results=1)  # opens the store, here
+    return _clients[uri]
+
+
+@contextlib.contextmanager
+def store_lock(uri: str):
+    """Around a process's first use of a local SQLite store: one process at a time (worker
+    processes that made a new store's tables together would race on them)."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    path = Path(uri.removeprefix("sqlite:///"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{path}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def study_experiment(uri: str, name: str) -> str:
+    """The id of experiment `name` in the store at `uri`, made if new; once per process."""
+    if (uri, name) not in _experiments:
+        mlflow_client = client(uri)  # first: it takes the lock itself
+        with store_lock(uri):
+            _experiments[uri, name] = experiment_id(mlflow_client, name)
+    return _experiments[uri, name]
 
 
 def experiment_id(mlflow_client, name: str) -> str:
@@ -152,12 +195,15 @@ class MlflowLogger:
         self.facts = facts
         self.client: Any = None
         self.run_id = ""
+        self.params: list = []  # sent with the first metrics (or the end): one call fewer
 
     def open(self) -> dict[str, int]:
         from mlflow.entities import Param
 
         self.client = client(self.uri)
-        experiment = experiment_id(self.client, self.experiment)
+        experiment = study_experiment(self.uri, self.experiment)
+        # a resumed run's params go again: MLflow takes a param's same value twice
+        self.params = [Param(k, v) for k, v in self.facts.params.items()]
         found = find_run(self.client, experiment, self.facts.config_hash)
         if found is not None:  # resumed: the same MLflow run goes on
             self.run_id = found.info.run_id
@@ -169,11 +215,6 @@ class MlflowLogger:
             tags={"config_hash": self.facts.config_hash, **self.facts.tags},
         )
         self.run_id = run.info.run_id
-        self.client.log_batch(
-            self.run_id,
-            params=[Param(k, v) for k, v in self.facts.params.items()],
-        )
-        self.client.log_dict(self.run_id, self.facts.config, "config.yaml")
         return {}
 
     def log(self, rows: Sequence[tuple[int, float, float, str, float]]) -> None:
@@ -182,18 +223,39 @@ class MlflowLogger:
         now = int(time.time() * 1000)
         metrics = [Metric(metric, value, now, iteration) for iteration, _, _, metric, value in rows]
         for start in range(0, len(metrics), BATCH):
-            self.client.log_batch(self.run_id, metrics=metrics[start : start + BATCH])
+            self._batch(metrics=metrics[start : start + BATCH])
+
+    def _batch(self, metrics: Sequence = (), tags: Sequence = ()) -> None:
+        params, self.params = self.params, []
+        self.client.log_batch(self.run_id, metrics=metrics, params=params, tags=tags)
+
+    def _end(self, status: str, tags: dict[str, str], record: dict[str, Any] | None) -> None:
+        """The run's last tags, its artifacts (config.yaml, and run.json where it has one) in
+        one call, and its status."""
+        from mlflow.entities import RunTag
+
+        self._batch(tags=[RunTag(k, v) for k, v in tags.items()])
+        with tempfile.TemporaryDirectory() as folder:
+            files = {"config.yaml": self.facts.config, "run.json": record}
+            for name, content in files.items():
+                if content is not None:
+                    Path(folder, name).write_text(_dumped(name, content))
+            self.client.log_artifacts(self.run_id, folder)
+        self.client.set_terminated(self.run_id, status)
 
     def finish(self, record: dict[str, Any]) -> None:
-        from mlflow.entities import RunTag
-
-        tags = record_tags(record)
-        self.client.log_batch(self.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
-        self.client.log_dict(self.run_id, record, "run.json")
-        self.client.set_terminated(self.run_id, STATUS.get(record["status"], "FAILED"))
+        self._end(STATUS.get(record["status"], "FAILED"), record_tags(record), record)
 
     def abort(self, status: str) -> None:
-        from mlflow.entities import RunTag
+        self._end(status.upper(), {"status": status.lower()}, None)
 
-        self.client.log_batch(self.run_id, tags=[RunTag("status", status.lower())])
-        self.client.set_terminated(self.run_id, status.upper())
+
+def _dumped(name: str, content: dict[str, Any]) -> str:
+    """An artifact's text: YAML or JSON by its name, as MLflow's log_dict writes them."""
+    import json
+
+    import yaml
+
+    if name.endswith(".yaml"):
+        return yaml.safe_dump(content, default_flow_style=False)
+    return json.dumps(content, indent=2, default=str)

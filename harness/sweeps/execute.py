@@ -25,7 +25,6 @@ import torch
 import torch.multiprocessing
 from tqdm import tqdm
 
-from harness import loggers
 from harness.stacking.stack import execute_group
 from harness.sweeps.plan import (
     WORKER_THRESHOLD,
@@ -109,8 +108,6 @@ def execute_jobs(
     if workers is None:  # counted only where they may start (on a GPU: its rule is logged)
         workers = default_workers(jobs, max_stack) if use_workers else 1
     use_workers = use_workers and workers > 1
-    if use_workers:  # each tracking store and experiment made once, before workers race to
-        loggers.prepare((job.cfg, job.out_dir) for job in jobs)
     if checkpoint_every_s is not None and ends_before_a_checkpoint(jobs, checkpoint_every_s):
         checkpoint_every_s = None  # none would be saved: no probe, no runs stacked apart
     if checkpoint_every_s is not None:  # here once, not in each worker
