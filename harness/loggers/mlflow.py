@@ -93,28 +93,22 @@ def study_experiment(uri: str, name: str) -> str:
     if (uri, name) not in _experiments:
         mlflow_client = client(uri)  # first: it takes the lock itself
         with store_lock(uri):
-            _experiments[uri, name] = experiment_id(mlflow_client, name)
+            _experiments[uri, name] = experiment_id(mlflow_client, uri, name)
     return _experiments[uri, name]
 
 
-def experiment_id(mlflow_client, name: str) -> str:
+def experiment_id(mlflow_client, uri: str, name: str) -> str:
     """The id of experiment `name`, created if new (another process may create it meanwhile)."""
     found = mlflow_client.get_experiment_by_name(name)
     if found is not None:
         return found.experiment_id
     try:
-        return mlflow_client.create_experiment(
-            name, artifact_location=artifacts_of(uri_of(mlflow_client), name)
-        )
+        return mlflow_client.create_experiment(name, artifact_location=artifacts_of(uri, name))
     except Exception:  # noqa: BLE001 - created by another process since
         found = mlflow_client.get_experiment_by_name(name)
         if found is None:
             raise
         return found.experiment_id
-
-
-def uri_of(mlflow_client) -> str:
-    return str(mlflow_client._tracking_client.tracking_uri)
 
 
 def artifacts_of(uri: str, name: str) -> str | None:
