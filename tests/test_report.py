@@ -188,7 +188,6 @@ def test_a_setting_whose_seed_diverged_is_a_cross_off_the_front(tables):
         front = next(line for line in ax.lines if line.get_linestyle() == "--").get_xdata()
         assert np.isclose(marks["x" if crossed else "o"], x).any()
         assert np.isclose(front, x).any() != crossed
-        assert ("a seed diverged" in figure._suptitle.get_text()) == crossed
 
 
 @pytest.mark.slow
